@@ -1,0 +1,3 @@
+from headstart.cli import main
+
+raise SystemExit(main())

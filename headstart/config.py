@@ -1,0 +1,94 @@
+"""Frozen per-component configs. They are built only at the entry points (CLI, server, tests) and
+passed down; components never read the environment or global state themselves."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadPlan:
+    """Explicit thread counts for the three compute libraries sharing the CPU.
+
+    The default is the plan measured on a 2-core machine (design.md §3): with other work on one core,
+    2 torch threads made matmuls erratic and up to 10x slower, 1 stayed stable; ASR, LLM and TTS then
+    each get one thread and overlap on the two cores.
+    """
+
+    torch_threads: int = 1
+    asr_threads: int = 1
+    tts_threads: int = 1
+
+
+@dataclass(frozen=True, slots=True)
+class VADConfig:
+    """Silero VAD with hysteresis. Durations in seconds, thresholds are speech probabilities."""
+
+    engine: str = "silero"  # "silero" or "webrtc"
+    start_threshold: float = 0.5
+    stop_threshold: float = 0.35
+    min_speech_s: float = 0.15
+    min_silence_s: float = 0.25
+    speech_pad_s: float = 0.1
+    webrtc_mode: int = 3  # 0..3, only for engine="webrtc"
+
+
+@dataclass(frozen=True, slots=True)
+class ASRConfig:
+    """Streaming faster-whisper settings."""
+
+    model: str = "whisper-tiny.en"  # preset name, local folder or hub id
+    compute_type: str = "int8"
+    beam_size: int = 1
+    language: str | None = "en"
+    min_new_audio_s: float = 0.4  # re-transcribe the growing utterance at most this often
+    agreement_n: int = 2  # LocalAgreement-n
+    no_speech_threshold: float = 0.6
+    device: str = "cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class EndpointConfig:
+    """When the user's turn is over: silence after the VAD's speech end, in seconds."""
+
+    silence_s: float = 0.5
+    max_turn_s: float = 30.0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMConfig:
+    """The reply model and its decoding settings."""
+
+    model: str = "qwen2.5-coder-0.5b"  # preset name, local folder or hub id
+    max_new_tokens: int = 60
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+    dtype: str = "bfloat16"
+    device: str = "cpu"
+    system_prompt: str = (
+        "You are headstart, a friendly voice assistant. Your answers are spoken aloud, so reply in one "
+        "or two short, plain sentences, without lists, markdown or emoji."
+    )
+    stop: tuple[str, ...] = field(default_factory=tuple)
+
+
+@dataclass(frozen=True, slots=True)
+class TTSConfig:
+    """The synthesiser and the chunker that feeds it."""
+
+    engine: str = "piper-joe"  # "piper-joe", "espeak", or a path to a Piper .onnx voice
+    first_chunk_min_words: int = 4  # speak the first clause once it has this many words and a comma
+    max_chunk_chars: int = 200
+
+
+@dataclass(frozen=True, slots=True)
+class PipelineConfig:
+    """Everything one voice session needs."""
+
+    threads: ThreadPlan = field(default_factory=ThreadPlan)
+    vad: VADConfig = field(default_factory=VADConfig)
+    asr: ASRConfig = field(default_factory=ASRConfig)
+    endpoint: EndpointConfig = field(default_factory=EndpointConfig)
+    llm: LLMConfig = field(default_factory=LLMConfig)
+    tts: TTSConfig = field(default_factory=TTSConfig)
