@@ -31,6 +31,7 @@ class VADConfig:
     min_silence_s: float = 0.25
     speech_pad_s: float = 0.1
     webrtc_mode: int = 3  # 0..3, only for engine="webrtc"
+    webrtc_frame_ms: int = 30  # 10, 20 or 30, only for engine="webrtc"
 
 
 @dataclass(frozen=True, slots=True)
