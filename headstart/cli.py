@@ -1,0 +1,60 @@
+"""The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def _models(args: argparse.Namespace) -> int:
+    from headstart import models
+
+    if args.action == "list":
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table("name", "role", "state", "default", "what it is")
+        for preset in models.PRESETS.values():
+            table.add_row(
+                preset.name, preset.role, models.status(preset.name), "yes" if preset.default else "",
+                f"{preset.description} [{preset.license}]",
+            )
+        Console().print(table)
+        print(f"cache: {models.cache_dir()}")
+        return 0
+    if not args.names:
+        print(f"headstart models {args.action}: name a model", file=sys.stderr)
+        return 2
+    try:
+        for name in args.names:
+            if args.action == "prepare":
+                models.prepare(name, force=args.force)
+            else:
+                print(models.resolve_model(name))
+    except models.ModelError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="headstart", description=__doc__)
+    sub = parser.add_subparsers(dest="command", required=True)
+
+    m = sub.add_parser("models", help="list, prepare or locate models")
+    m.add_argument("action", choices=["list", "prepare", "path"])
+    m.add_argument("names", nargs="*", help="preset names (see `models list`) or hub ids")
+    m.add_argument("--force", action="store_true", help="prepare again even if ready")
+    m.set_defaults(func=_models)
+
+    from headstart import demo
+
+    d = sub.add_parser("demo", help="answer recorded utterances by voice, with a latency table")
+    demo.add_arguments(d)
+    d.set_defaults(func=demo.run_from_args)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
