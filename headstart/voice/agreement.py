@@ -1,0 +1,113 @@
+"""LocalAgreement-n: which words of a streaming ASR hypothesis are stable enough to commit.
+
+Source: D. Macháček, R. Dabre, O. Bojar, "Turning Whisper into Real-Time Transcription System",
+IJCNLP-AACL 2023 (whisper_streaming's `HypothesisBuffer`). The utterance is re-transcribed as audio
+grows; a word is *committed* once the last n hypotheses agree on it (their longest common prefix beyond
+what is already committed). Committed words never change, repeat or disappear; the rest of the newest
+hypothesis is *pending*.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Sequence
+
+from headstart.voice.words import Word, join_words
+
+
+class LocalAgreement:
+    """A synchronous policy: `push(hypothesis)` -> newly committed words; `flush()`; `reset()`.
+
+    Each hypothesis is the recogniser's word list for the utterance so far, with stream times. It may
+    cover the whole utterance (the usual case) or only audio after some offset (a trimmed buffer);
+    the words already committed are found in it as follows:
+      1. if the hypothesis starts with all committed words (compared without case or punctuation),
+         the rest is new;
+      2. otherwise (the recogniser rewrote earlier words, or the audio was trimmed), words that start
+         before the last committed word ended (minus `overlap_tolerance_s`) are dropped, and then the
+         longest run of at most `max_overlap_words` words that repeats the committed tail
+         (whisper_streaming's n-gram de-duplication).
+
+    Args:
+        n: how many consecutive hypotheses must agree (n >= 1; n=2 in the paper).
+        overlap_tolerance_s: slack for word-time jitter between passes, in seconds.
+        max_overlap_words: the longest committed tail searched for at a hypothesis' start.
+    """
+
+    def __init__(self, n: int = 2, overlap_tolerance_s: float = 0.1, max_overlap_words: int = 5) -> None:
+        if n < 1:
+            raise ValueError(f"LocalAgreement needs n >= 1, got {n}")
+        self.n = n
+        self.overlap_tolerance_s = overlap_tolerance_s
+        self.max_overlap_words = max_overlap_words
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget everything: a new utterance."""
+        self._committed: list[Word] = []
+        self._hypotheses: deque[list[Word]] = deque(maxlen=self.n)
+        self._pending: list[Word] = []
+
+    def push(self, hypothesis: Sequence[Word]) -> list[Word]:
+        """Add the newest hypothesis; return the words it committed (possibly none), in order."""
+        self._hypotheses.append(list(hypothesis))
+        tails = [self._beyond_committed(h) for h in self._hypotheses]
+        newest = tails[-1]
+        if len(tails) < self.n:
+            self._pending = newest
+            return []
+        agreed = 0
+        while agreed < len(newest) and all(
+            agreed < len(t) and t[agreed].key == newest[agreed].key for t in tails
+        ):
+            agreed += 1
+        new = newest[:agreed]
+        self._committed.extend(new)
+        self._pending = newest[agreed:]
+        return new
+
+    def flush(self) -> list[Word]:
+        """End of utterance: commit the pending words of the newest hypothesis; return them.
+
+        The committed words stay readable until `reset()`; the hypothesis history is cleared.
+        """
+        new = self._pending
+        self._committed.extend(new)
+        self._pending = []
+        self._hypotheses.clear()
+        return new
+
+    @property
+    def committed(self) -> tuple[Word, ...]:
+        return tuple(self._committed)
+
+    @property
+    def pending(self) -> tuple[Word, ...]:
+        return tuple(self._pending)
+
+    @property
+    def committed_text(self) -> str:
+        return join_words(self._committed)
+
+    @property
+    def pending_text(self) -> str:
+        return join_words(self._pending)
+
+    @property
+    def committed_end_s(self) -> float | None:
+        """Where the last committed word ends in the stream (None if nothing is committed)."""
+        return self._committed[-1].end_s if self._committed else None
+
+    def _beyond_committed(self, hypothesis: list[Word]) -> list[Word]:
+        committed = self._committed
+        if not committed:
+            return hypothesis
+        k = len(committed)
+        if len(hypothesis) >= k and all(h.key == c.key for h, c in zip(hypothesis, committed)):
+            return hypothesis[k:]
+        cutoff = committed[-1].end_s - self.overlap_tolerance_s
+        rest = [w for w in hypothesis if w.start_s > cutoff]
+        for size in range(min(self.max_overlap_words, len(committed), len(rest)), 0, -1):
+            if [w.key for w in rest[:size]] == [w.key for w in committed[-size:]]:
+                return rest[size:]
+        return rest

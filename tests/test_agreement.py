@@ -1,0 +1,131 @@
+"""LocalAgreement-n with hand-made hypotheses (the policy is pure: no model, no event loop)."""
+
+from __future__ import annotations
+
+import pytest
+
+from headstart.voice.agreement import LocalAgreement
+from headstart.voice.words import Word, join_words, normalize_word
+
+SENTENCE = "he was not an ill disposed young man".split()
+
+
+def hyp(text: str, start_s: float = 0.0, step_s: float = 0.3) -> list[Word]:
+    """Words 0.3 s apart from `start_s`, each 0.25 s long."""
+    return [Word(w, start_s + i * step_s, start_s + i * step_s + 0.25) for i, w in enumerate(text.split())]
+
+
+def test_la2_commits_the_common_prefix_of_the_last_two_hypotheses():
+    la = LocalAgreement(n=2)
+    assert la.push(hyp("he")) == [] and la.pending_text == "he"
+    assert [w.text for w in la.push(hyp("he was"))] == ["he"]
+    assert (la.committed_text, la.pending_text) == ("he", "was")
+    assert [w.text for w in la.push(hyp("he was not an"))] == ["was"]
+    assert [w.text for w in la.push(hyp("he was not a nil"))] == ["not"]  # "an" vs "a": disagree
+    assert (la.committed_text, la.pending_text) == ("he was not", "a nil")
+    la.push(hyp("he was not an ill disposed"))
+    assert la.committed_text == "he was not"  # "a" vs "an" again
+    la.push(hyp("he was not an ill disposed young man"))
+    assert la.committed_text == "he was not an ill disposed"
+    assert la.pending_text == "young man"
+
+
+def test_committed_text_only_grows_and_flush_commits_each_word_once():
+    """cases.md: one sentence, then 3 s of silence -> the pending words are replaced by the committed
+    ones and each word appears once. Silence adds passes that repeat the same hypothesis."""
+    la = LocalAgreement(n=2)
+    history = []
+    for i in range(1, len(SENTENCE) + 1):
+        la.push(hyp(" ".join(SENTENCE[:i])))
+        history.append(la.committed_text)
+    for _ in range(8):  # the silence after the sentence: the same words again and again
+        la.push(hyp(" ".join(SENTENCE)))
+        history.append(la.committed_text)
+    assert all(later.startswith(earlier) for earlier, later in zip(history, history[1:]))
+    la.flush()
+    assert la.committed_text.split() == SENTENCE
+    assert la.pending_text == ""
+    assert la.flush() == []  # a second flush adds nothing
+
+
+def test_punctuation_and_case_changes_do_not_block_agreement_or_duplicate_words():
+    la = LocalAgreement(n=2)
+    la.push(hyp("He was not"))
+    la.push(hyp("he was not."))
+    assert la.committed_text == "he was not."  # agreed ignoring case/punctuation; newest spelling kept
+    la.push(hyp("He was, not an ill"))
+    la.push(hyp("He was not an ill disposed"))
+    assert la.committed_text == "he was not. an ill"
+
+
+def test_rewritten_earlier_words_are_matched_by_time_and_overlap():
+    la = LocalAgreement(n=2)
+    la.push(hyp("he was not"))
+    la.push(hyp("he was not an"))
+    assert la.committed_text == "he was not"
+    # the recogniser now hears "he's not an ill": its prefix no longer matches the committed words,
+    # so words starting before the committed end (0.85 - 0.1 s) are dropped
+    rewritten = [Word("he's", 0.0, 0.5), Word("not", 0.62, 0.84), Word("an", 0.9, 1.15), Word("ill", 1.2, 1.45)]
+    la.push(rewritten)
+    la.push(rewritten + [Word("disposed", 1.5, 1.9)])
+    assert la.committed_text == "he was not an ill"
+
+
+def test_trimmed_hypothesis_with_overlapping_words_is_deduplicated():
+    """A hypothesis of audio after an offset (issue 5's trimmed buffer) that repeats the committed tail
+    with jittered times."""
+    la = LocalAgreement(n=2)
+    la.push(hyp("he was not an"))
+    la.push(hyp("he was not an ill"))
+    assert la.committed_text == "he was not an"
+    trimmed = [Word("not", 0.7, 0.85), Word("an", 0.95, 1.1), Word("ill", 1.2, 1.45), Word("disposed", 1.5, 1.9)]
+    la.push(trimmed)
+    la.push(trimmed + [Word("young", 2.0, 2.2)])
+    assert la.committed_text == "he was not an ill disposed"
+
+
+def test_n3_needs_three_agreeing_hypotheses_and_n1_commits_at_once():
+    la3 = LocalAgreement(n=3)
+    la3.push(hyp("he was"))
+    la3.push(hyp("he was"))
+    assert la3.committed_text == ""
+    la3.push(hyp("he was not"))
+    assert la3.committed_text == "he was"
+    la1 = LocalAgreement(n=1)
+    la1.push(hyp("he was"))
+    assert la1.committed_text == "he was" and la1.pending_text == ""
+
+
+def test_shrinking_hypothesis_never_removes_committed_words():
+    la = LocalAgreement(n=2)
+    la.push(hyp("he was not an"))
+    la.push(hyp("he was not an"))
+    assert la.committed_text == "he was not an"
+    la.push(hyp("he was"))
+    la.push(hyp(""))
+    la.flush()
+    assert la.committed_text == "he was not an"
+
+
+def test_reset_and_empty_hypotheses():
+    la = LocalAgreement(n=2)
+    assert la.push([]) == [] and la.push([]) == [] and la.flush() == []
+    assert la.committed_end_s is None
+    la.push(hyp("he was"))
+    la.push(hyp("he was"))
+    assert la.committed_end_s == pytest.approx(0.55)
+    la.reset()
+    assert la.committed == () and la.pending == () and la.committed_text == ""
+    la.push(hyp("young man"))
+    la.push(hyp("young man"))
+    assert la.committed_text == "young man"
+
+
+def test_bad_n():
+    with pytest.raises(ValueError, match="n >= 1"):
+        LocalAgreement(n=0)
+
+
+def test_word_helpers():
+    assert normalize_word(" Man.") == "man" and normalize_word("don't") == "don't"
+    assert join_words([Word(" he", 0, 1), Word("...", 1, 2), Word("was,", 2, 3), Word(" ", 3, 4)]) == "he ... was,"
