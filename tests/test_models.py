@@ -1,0 +1,145 @@
+"""The model catalogue: resolving, preparing, detecting damage, failing fast offline."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from headstart import models
+
+REAL_CACHE = models.cache_dir()
+
+
+@pytest.fixture
+def tmp_cache(tmp_path, monkeypatch):
+    """An empty cache whose downloads/ folder reuses the real one's wheels (no network needed)."""
+    cache = tmp_path / "cache"
+    (cache).mkdir()
+    real_downloads = REAL_CACHE / "downloads"
+    if real_downloads.is_dir():
+        (cache / "downloads").symlink_to(real_downloads)
+    monkeypatch.setenv("HEADSTART_CACHE", str(cache))
+    return cache
+
+
+def test_unknown_name_is_a_clear_error():
+    with pytest.raises(models.ModelError, match="unknown model"):
+        models.resolve_model("no-such-model")
+
+
+def test_unprepared_preset_names_the_prepare_command(tmp_cache):
+    with pytest.raises(models.ModelNotPreparedError, match="headstart models prepare whisper-tiny.en"):
+        models.resolve_model("whisper-tiny.en")
+    assert models.status("whisper-tiny.en") == "missing"
+
+
+def test_local_path_is_returned_as_is(tmp_path):
+    assert models.resolve_model(str(tmp_path)) == tmp_path
+
+
+def test_hub_id_offline_fails_fast_naming_prepare(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    start = time.monotonic()
+    with pytest.raises(models.ModelNotPreparedError, match="headstart models prepare Qwen/Qwen2.5-0.5B"):
+        models.resolve_model("Qwen/Qwen2.5-0.5B")
+    assert time.monotonic() - start < 5.0
+
+
+def test_silero_vad_is_bundled():
+    path = models.resolve_model("silero-vad")
+    assert path.name == "silero_vad_v6.onnx" and path.stat().st_size > 100_000
+
+
+def _copy_prepared(name: str, cache: Path) -> Path:
+    src = REAL_CACHE / "models" / name
+    if not (src / models.MANIFEST).is_file():
+        pytest.skip(f"{name} is not prepared in the real cache (make test prepares it)")
+    dst = cache / "models" / name
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_truncated_file_is_detected_and_reprepared(tmp_cache):
+    folder = _copy_prepared("piper-joe", tmp_cache)
+    assert models.resolve_model("piper-joe") == folder / "en_US-joe-medium.onnx"
+    onnx = folder / "en_US-joe-medium.onnx"
+    with open(onnx, "r+b") as f:
+        f.truncate(1000)
+    assert models.status("piper-joe") == "damaged"
+    with pytest.raises(models.ModelNotPreparedError, match="damaged"):
+        models.resolve_model("piper-joe")
+    logs: list[str] = []
+    models.prepare("piper-joe", log=logs.append)
+    assert any("re-preparing" in line for line in logs)
+    assert models.sha256_file(onnx) == models.PRESETS["piper-joe"].sha256["en_US-joe-medium.onnx"]
+
+
+def test_same_size_corruption_is_caught_by_prepare(tmp_cache):
+    folder = _copy_prepared("piper-joe", tmp_cache)
+    card = folder / "MODEL_CARD"
+    data = bytearray(card.read_bytes())
+    data[0] ^= 0xFF
+    card.write_bytes(bytes(data))
+    logs: list[str] = []
+    models.prepare("piper-joe", log=logs.append)
+    assert any("re-preparing" in line for line in logs)
+    assert card.read_bytes()[0] != data[0]
+
+
+def test_second_prepare_is_a_no_op(tmp_cache):
+    folder = _copy_prepared("whisper-tiny.en", tmp_cache)
+    before = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    logs: list[str] = []
+    models.prepare("whisper-tiny.en", log=logs.append)
+    assert logs == [f"whisper-tiny.en: ready at {folder}"]
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == before
+
+
+def test_sha256_mismatch_is_refused(tmp_cache, monkeypatch):
+    preset = models.PRESETS["piper-joe"]
+    bad = dataclasses.replace(preset, sha256={"MODEL_CARD": "0" * 64})
+    monkeypatch.setitem(models.PRESETS, "piper-joe", bad)
+    with pytest.raises(models.ModelError, match="sha256 of MODEL_CARD"):
+        models.prepare("piper-joe", log=lambda _: None)
+    with pytest.raises(models.ModelNotPreparedError):
+        models.resolve_model("piper-joe")
+
+
+def test_cli_path_and_missing_model_message(tmp_cache):
+    env = {**os.environ, "HEADSTART_CACHE": str(tmp_cache)}
+    result = subprocess.run(
+        [sys.executable, "-m", "headstart", "models", "path", "smollm2-135m"],
+        capture_output=True, text=True, env=env, timeout=60,
+    )
+    assert result.returncode == 1
+    assert "headstart models prepare smollm2-135m" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.slow
+def test_converted_llm_matches_the_gguf():
+    """The bf16 safetensors folder gives the same greedy tokens as loading the GGUF itself."""
+    import torch
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    folder = models.resolve_model("smollm2-135m")
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    ids = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "What is the capital of France?"}],
+        add_generation_prompt=True, return_tensors="pt", return_dict=True,
+    )["input_ids"]
+    outputs = []
+    for kwargs in ({}, {"gguf_file": "model.gguf"}):
+        model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.bfloat16, **kwargs)
+        with torch.no_grad():
+            out = model.generate(ids, max_new_tokens=12, do_sample=False)
+        outputs.append(out[0, ids.shape[1]:].tolist())
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0]) > 0
