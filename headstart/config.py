@@ -44,7 +44,9 @@ class ASRConfig:
     language: str | None = "en"
     min_new_audio_s: float = 0.4  # re-transcribe the growing utterance at most this often
     agreement_n: int = 2  # LocalAgreement-n
-    no_speech_threshold: float = 0.6
+    no_speech_threshold: float = 0.6  # drop a segment above this no-speech probability ...
+    log_prob_threshold: float = -1.0  # ... if its average token log-probability is also below this
+    compression_ratio_threshold: float = 2.4  # drop a segment that compresses better (repetition loop)
     device: str = "cpu"
 
 
@@ -81,6 +83,8 @@ class TTSConfig:
     engine: str = "piper-joe"  # "piper-joe", "espeak", or a path to a Piper .onnx voice
     first_chunk_min_words: int = 4  # speak the first clause once it has this many words and a comma
     max_chunk_chars: int = 200
+    length_scale: float | None = None  # Piper phoneme duration scale (< 1 speaks faster); None: voice default
+    espeak_voice: str = "en-us"
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,0 +1,56 @@
+"""The interface every speech synthesiser implements, and the small helpers they share."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Protocol, runtime_checkable
+
+import numpy as np
+
+
+class TTSError(RuntimeError):
+    """A synthesiser failed (bad model file, engine process error)."""
+
+
+class EngineNotAvailableError(TTSError):
+    """The engine's program or package is not installed; the message says how to install it."""
+
+
+@runtime_checkable
+class Synthesizer(Protocol):
+    """A text-to-speech engine.
+
+    Attributes:
+        sample_rate: rate (Hz) of every array `synthesize` yields.
+        name: a short label for logs and metrics ("piper:en_US-joe-medium", "espeak-ng").
+    """
+
+    sample_rate: int
+    name: str
+
+    def synthesize(self, text: str) -> Iterator[np.ndarray]:
+        """Speak `text` (already normalised): yield float32 mono arrays (num_samples,) in [-1, 1] at
+        `sample_rate`, in order, each as soon as it is ready. Blocking: call it on the "tts" executor.
+        Text with nothing to say ("", "   ", "...") yields nothing and raises nothing."""
+        ...
+
+    def warm_up(self) -> None:
+        """Run one short synthesis so the first real request does not pay one-off start-up costs."""
+        ...
+
+
+def has_speech_content(text: str) -> bool:
+    """True if `text` holds a letter or digit (something an engine can pronounce)."""
+    return any(ch.isalnum() for ch in text)
+
+
+def fade_edges(samples: np.ndarray, sample_rate: int, fade_s: float = 0.004) -> np.ndarray:
+    """Apply a short linear fade-in and fade-out so back-to-back chunks start and end at zero (no
+    clicks at chunk joins). Returns a new float32 array of the same shape (num_samples,)."""
+    out = np.asarray(samples, dtype=np.float32).copy()
+    n = min(int(round(fade_s * sample_rate)), out.shape[0] // 2)
+    if n > 0:
+        ramp = np.linspace(0.0, 1.0, n, endpoint=False, dtype=np.float32)
+        out[:n] *= ramp
+        out[-n:] *= ramp[::-1]
+    return out
