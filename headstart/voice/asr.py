@@ -1,0 +1,212 @@
+"""faster-whisper adapter: one blocking call turns an utterance's audio into timed words.
+
+The call materialises faster-whisper's lazy segment generator itself, so it can run whole on the ASR
+executor. It transcribes with word timestamps, greedy or beam search from `ASRConfig`, no temperature
+fallback, no previous-text conditioning and no built-in VAD (speech is gated upstream), then drops
+segments that are not speech: Whisper's own no-speech rule (no_speech_prob above the threshold *and*
+a low average log-probability), repetition loops (high compression ratio), and the phrases Whisper is
+known to invent from silence and noise ("Thanks for watching!", "Subtitles by ...", a lone "you").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from headstart.audio import SAMPLE_RATE_HZ, AudioError
+from headstart.config import ASRConfig
+from headstart.voice.words import Word, join_words
+
+# Segments Whisper writes from silence/noise, learnt from subtitled video (always dropped).
+_ALWAYS_HALLUCINATED = re.compile(
+    r"thanks? (you )?for watching|subtitles? by|captions? by|subscribe|amara\.org|transcribed by"
+    r"|transcription by|www\.|\.com\b",
+    re.IGNORECASE,
+)
+# A segment made only of bracketed tags or music notes: "[Music]", "(upbeat music)", "♪ ♪", "[BLANK_AUDIO]".
+_ONLY_TAGS = re.compile(r"^\s*(?:(?:\[[^\]]*\]|\([^)]*\)|\*[^*]*\*|[♪♫#\-.…\s]))*\s*$")
+# Short phrases that are real speech when heard clearly but a classic hallucination otherwise:
+# dropped when the segment is at all doubtful.
+_DOUBTFUL_PHRASES = frozenset(
+    {"you", "thank you", "thanks", "thank you very much", "bye", "bye bye", "okay", "oh", "so", "uh", "um",
+     "hmm", "mm", "i'm sorry", "the end", "yeah"}
+)
+_DOUBTFUL_NO_SPEECH = 0.2
+_DOUBTFUL_LOG_PROB = -0.7
+_NON_WORD = re.compile(r"[^\w' ]+")
+
+
+@dataclass(frozen=True, slots=True)
+class Transcription:
+    """The result of one ASR call.
+
+    Attributes:
+        words: the kept words with stream times (seconds; the call's `offset_s` added).
+        text: the words joined by spaces ("" when nothing was heard).
+        no_speech_prob: the highest no-speech probability among the model's segments (1.0 when the
+            model produced none or was not called).
+        avg_logprob: the mean token log-probability of the kept segments (0.0 when none).
+        audio_s: the length of the transcribed audio (seconds).
+        compute_s: wall time of the call (seconds; 0.0 when the model was not called).
+        dropped: the texts of segments dropped as non-speech, for logs and tests.
+    """
+
+    words: tuple[Word, ...]
+    text: str
+    no_speech_prob: float
+    avg_logprob: float
+    audio_s: float
+    compute_s: float = 0.0
+    dropped: tuple[str, ...] = ()
+
+
+def segment_drop_reason(segment: Any, config: ASRConfig) -> str | None:
+    """Why a faster-whisper segment is not speech, or None to keep it.
+
+    Args:
+        segment: anything with `text`, `no_speech_prob`, `avg_logprob`, `compression_ratio`.
+    """
+    text = segment.text.strip()
+    if not text or _ONLY_TAGS.match(text):
+        return "no words"
+    if segment.no_speech_prob > config.no_speech_threshold and segment.avg_logprob < config.log_prob_threshold:
+        return "no speech"
+    if segment.compression_ratio > config.compression_ratio_threshold:
+        return "repetition"
+    if _ALWAYS_HALLUCINATED.search(text):
+        return "known hallucination"
+    phrase = " ".join(_NON_WORD.sub(" ", text.lower()).split())
+    if phrase in _DOUBTFUL_PHRASES and (
+        segment.no_speech_prob >= _DOUBTFUL_NO_SPEECH or segment.avg_logprob < _DOUBTFUL_LOG_PROB
+    ):
+        return "doubtful short phrase"
+    return None
+
+
+def _check_audio(samples: np.ndarray) -> None:
+    if not isinstance(samples, np.ndarray) or samples.dtype != np.float32 or samples.ndim != 1:
+        raise AudioError(
+            "WhisperASR.transcribe expects a float32 array of shape (num_samples,) at 16 kHz, got "
+            f"{type(samples).__name__} {getattr(samples, 'dtype', '')} {getattr(samples, 'shape', '')}"
+        )
+    if not np.isfinite(samples).all():
+        raise AudioError("audio contains NaN or infinite samples")
+
+
+class WhisperASR:
+    """Batch Whisper transcription of one utterance at a time (faster-whisper / CTranslate2).
+
+    Args:
+        model_path: a folder holding a CTranslate2 Whisper model (model.bin, config.json, tokenizer).
+        config: decoding and filtering settings.
+        cpu_threads: CTranslate2 intra-op threads (from ThreadPlan.asr_threads).
+
+    Raises:
+        FileNotFoundError: if the folder or its model.bin is missing.
+        ValueError: if cpu_threads < 1.
+    """
+
+    def __init__(self, model_path: str | Path, config: ASRConfig, cpu_threads: int) -> None:
+        path = Path(model_path).expanduser()
+        if not (path / "model.bin").is_file():
+            raise FileNotFoundError(
+                f"no CTranslate2 Whisper model in {path} (expected {path / 'model.bin'}); "
+                "run `headstart models prepare whisper-tiny.en` or pass a model folder"
+            )
+        if cpu_threads < 1:
+            raise ValueError(f"cpu_threads must be >= 1, got {cpu_threads}")
+        from faster_whisper import WhisperModel
+
+        self.config = config
+        self.model_path = path
+        self._model = WhisperModel(
+            str(path),
+            device=config.device,
+            compute_type=config.compute_type,
+            cpu_threads=cpu_threads,
+            num_workers=1,
+            local_files_only=True,
+        )
+
+    @classmethod
+    def load(cls, config: ASRConfig, cpu_threads: int) -> WhisperASR:
+        """Load `config.model` (a preset name, folder or prepared hub id) via the model catalogue.
+
+        Raises:
+            headstart.models.ModelNotPreparedError: a preset that is not prepared (names the command).
+        """
+        from headstart.models import resolve_model
+
+        return cls(resolve_model(config.model), config, cpu_threads)
+
+    def warmup(self) -> None:
+        """Run one call on a second of faint noise: the first call pays one-time set-up costs."""
+        noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE_HZ).astype(np.float32) * 1e-3
+        self._run(noise)
+
+    def transcribe(self, samples: np.ndarray, offset_s: float = 0.0) -> Transcription:
+        """Transcribe one utterance. Blocking (~0.3 s for tiny.en int8 on one core, whatever the length
+        up to 30 s): call it from the ASR executor.
+
+        Args:
+            samples: float32 (num_samples,) at 16 kHz, at most 30 s (one Whisper window).
+            offset_s: the stream time of samples[0]; added to every word time.
+
+        Returns:
+            A Transcription; empty (the model not called) for empty or all-zero audio.
+
+        Raises:
+            AudioError: on another dtype or shape, or NaN/inf samples.
+        """
+        _check_audio(samples)
+        audio_s = samples.shape[0] / SAMPLE_RATE_HZ
+        if samples.size == 0 or not samples.any():
+            return Transcription((), "", 1.0, 0.0, audio_s)
+        started = time.perf_counter()
+        segments = self._run(samples)
+        compute_s = time.perf_counter() - started
+        words: list[Word] = []
+        dropped: list[str] = []
+        kept_logprobs: list[float] = []
+        for segment in segments:
+            if segment_drop_reason(segment, self.config) is not None:
+                dropped.append(segment.text.strip())
+                continue
+            kept_logprobs.append(segment.avg_logprob)
+            for w in segment.words or ():
+                if w.word.strip():
+                    words.append(
+                        Word(w.word.strip(), offset_s + float(w.start), offset_s + float(w.end), float(w.probability))
+                    )
+        no_speech = max((s.no_speech_prob for s in segments), default=1.0)
+        return Transcription(
+            words=tuple(words),
+            text=join_words(words),
+            no_speech_prob=float(no_speech),
+            avg_logprob=float(np.mean(kept_logprobs)) if kept_logprobs else 0.0,
+            audio_s=audio_s,
+            compute_s=compute_s,
+            dropped=tuple(dropped),
+        )
+
+    def _run(self, samples: np.ndarray) -> list:
+        cfg = self.config
+        segments, _info = self._model.transcribe(
+            samples,
+            language=cfg.language,
+            beam_size=cfg.beam_size,
+            temperature=0.0,
+            word_timestamps=True,
+            vad_filter=False,
+            condition_on_previous_text=False,
+            # filtering is ours (segment_drop_reason); faster-whisper's would re-decode at higher temperature
+            compression_ratio_threshold=None,
+            log_prob_threshold=None,
+            no_speech_threshold=None,
+        )
+        return list(segments)  # materialise the lazy generator here, inside the executor

@@ -1,0 +1,151 @@
+"""The faster-whisper adapter with the real whisper-tiny.en: speech in, no words from silence or noise."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from headstart.audio import AudioError, read_wav
+from headstart.config import ASRConfig
+from headstart.voice.asr import Transcription, WhisperASR, segment_drop_reason
+
+SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
+if not (SPEECH_DIR / "transcripts.tsv").is_file():
+    SPEECH_DIR = Path("/work/shared/speech")
+REFERENCE = "he was not an ill disposed young man"
+
+
+def normalize(text: str) -> list[str]:
+    from num2words import num2words
+
+    text = re.sub(r"\d+", lambda m: " " + num2words(int(m.group())) + " ", text.lower())
+    return re.sub(r"[^a-z' ]+", " ", text.replace("-", " ")).split()
+
+
+def wer(reference: str, hypothesis: str) -> float:
+    import jiwer
+
+    return jiwer.wer(" ".join(normalize(reference)), " ".join(normalize(hypothesis)) or "<empty>")
+
+
+@pytest.fixture(scope="module")
+def asr() -> WhisperASR:
+    from headstart.models import ModelNotPreparedError
+
+    try:
+        return WhisperASR.load(ASRConfig(), cpu_threads=1)
+    except ModelNotPreparedError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def sentence() -> np.ndarray:
+    path = SPEECH_DIR / "pocketsphinx_librivox" / "librivox-0880.wav"
+    if not path.is_file():
+        pytest.skip(f"speech recording not found: {path}")
+    return read_wav(path)
+
+
+def test_sentence_is_transcribed_with_ordered_word_times(asr, sentence):
+    result = asr.transcribe(sentence, offset_s=10.0)
+    assert wer(REFERENCE, result.text) <= 0.3, result.text
+    assert result.text == " ".join(w.text for w in result.words)
+    starts = [w.start_s for w in result.words]
+    assert starts == sorted(starts)
+    assert all(10.0 <= w.start_s <= w.end_s <= 10.0 + 3.0 + 0.05 for w in result.words)
+    assert result.no_speech_prob < 0.5 and result.compute_s > 0 and result.audio_s == pytest.approx(2.99, abs=0.01)
+
+
+def test_sentence_then_3s_of_silence_has_each_word_once(asr, sentence):
+    """cases.md: one sentence, then 3 s of silence -> no repeated or invented words."""
+    audio = np.concatenate([sentence, np.zeros(3 * 16000, np.float32)])
+    result = asr.transcribe(audio)
+    words = normalize(result.text)
+    assert len(words) == len(normalize(asr.transcribe(sentence).text))
+    assert wer(REFERENCE, result.text) <= 0.3, result.text
+
+
+def _noise(std: float, seconds: float, seed: int = 0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(int(seconds * 16000)) * std).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "name, audio",
+    [
+        ("white noise 0.05", _noise(0.05, 5.0)),
+        ("white noise 0.3", np.clip(_noise(0.3, 8.0, seed=1), -1, 1)),
+        ("near-silence: +-2 LSB of int16", np.round(_noise(1.0, 10.0, seed=2)).astype(np.float32) / 32768),
+        ("near-silence: -70 dBFS", _noise(3e-4, 6.0, seed=3)),
+        ("50 Hz hum", (0.05 * np.sin(2 * np.pi * 50 * np.arange(5 * 16000) / 16000)).astype(np.float32)),
+    ],
+)
+def test_no_words_from_noise_or_near_silence(asr, name, audio):
+    result = asr.transcribe(audio)
+    assert result.words == () and result.text == "", f"{name}: {result.text!r} (dropped {result.dropped})"
+
+
+@pytest.mark.parametrize("seconds", [0.0, 5.0, 10.0])
+def test_empty_or_digital_silence_skips_the_model(asr, monkeypatch, seconds):
+    def must_not_run(samples):
+        raise AssertionError("the model was called on silence")
+
+    monkeypatch.setattr(asr, "_run", must_not_run)
+    result = asr.transcribe(np.zeros(int(seconds * 16000), np.float32))
+    assert result == Transcription((), "", 1.0, 0.0, seconds)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (np.zeros(16000, np.float64), "float32"),
+        (np.zeros(16000, np.int16), "float32"),
+        (np.zeros((16000, 2), np.float32), "float32"),
+        (np.array([0.1, np.nan] * 8000, np.float32), "NaN"),
+    ],
+)
+def test_bad_audio_is_rejected(asr, bad, match):
+    with pytest.raises(AudioError, match=match):
+        asr.transcribe(bad)
+
+
+def seg(text, no_speech=0.05, logprob=-0.3, ratio=1.0):
+    return SimpleNamespace(text=text, no_speech_prob=no_speech, avg_logprob=logprob, compression_ratio=ratio)
+
+
+@pytest.mark.parametrize(
+    "segment, reason",
+    [
+        (seg(" Thanks for watching!"), "known hallucination"),
+        (seg(" Thank you for watching."), "known hallucination"),
+        (seg(" Subtitles by the Amara.org community"), "known hallucination"),
+        (seg(" Please subscribe to my channel."), "known hallucination"),
+        (seg(" [Music]"), "no words"),
+        (seg(" (upbeat music)"), "no words"),
+        (seg(" ♪ ♪"), "no words"),
+        (seg(" "), "no words"),
+        (seg(" you", no_speech=0.3), "doubtful short phrase"),
+        (seg(" Thank you.", logprob=-0.9), "doubtful short phrase"),
+        (seg(" He was not.", no_speech=0.7, logprob=-1.2), "no speech"),
+        (seg(" the the the the the the the the the the the", ratio=3.1), "repetition"),
+        (seg(" He was not an ill disposed young man."), None),
+        (seg(" Thank you.", no_speech=0.02, logprob=-0.2), None),  # said clearly: keep it
+        (seg(" You are right.", no_speech=0.3), None),
+        (seg(" He was not.", no_speech=0.7, logprob=-0.5), None),  # confident words despite no_speech
+    ],
+)
+def test_segment_filter(segment, reason):
+    assert segment_drop_reason(segment, ASRConfig()) == reason
+
+
+def test_missing_model_gives_a_clear_error(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError, match="models prepare whisper-tiny.en"):
+        WhisperASR(tmp_path / "nowhere", ASRConfig(), cpu_threads=1)
+    from headstart.models import ModelNotPreparedError
+
+    monkeypatch.setenv("HEADSTART_CACHE", str(tmp_path))
+    with pytest.raises(ModelNotPreparedError, match="prepare whisper-tiny.en"):
+        WhisperASR.load(ASRConfig(model="whisper-tiny.en"), cpu_threads=1)
