@@ -87,6 +87,9 @@ def test_flush_and_reset_rearm_the_early_first_chunk():
         "J. R. R. Tolkien wrote it",
         "Buy 2.5 kg of rice",
         "Version 1.2.3 is out",
+        "Ask **Dr. Lee** now",
+        'He said "Mr. Smith" twice',
+        "Fruit (e.g. apples) is good",
     ],
 )
 @pytest.mark.parametrize("step", [None, 1, 3])

@@ -51,6 +51,7 @@ ABBREVIATIONS = frozenset(
 _MAY_END_SENTENCE = frozenset({"etc.", "a.m.", "p.m."})
 _INITIALS_RE = re.compile(r"^(?:[a-z]\.)+$", re.IGNORECASE)
 _LIST_NUMBER_RE = re.compile(r"^\d{1,3}\.$")
+_LEADING_MARKS_RE = re.compile(r"^[^\w]+")
 
 
 class ClauseChunker:
@@ -151,7 +152,8 @@ def _sentence_end_verdict(text: str, start: int, end: int) -> bool | None:
     if punct != ".":
         return True  # "!", "?", "..." and "?!" always end one
     token_start = max(text.rfind(" ", 0, start), text.rfind("\n", 0, start), text.rfind("\t", 0, start)) + 1
-    token = text[token_start : start + 1].lstrip("\"'“‘([{«").lower()
+    token = _LEADING_MARKS_RE.sub("", text[token_start : start + 1]).lower()  # '"Dr.', '**Dr.', '(e.g.'
+
     if token in ABBREVIATIONS or _INITIALS_RE.match(token):
         if token not in _MAY_END_SENTENCE:
             return False

@@ -1,0 +1,311 @@
+"""The async TTS stage: text deltas in, audio frames out, as early as each clause is ready.
+
+    stream = TTSStream(synthesizer, ClauseChunker(config), tts_executor)
+    stream.push_text("Sure, the weather ")   # from the LLM, as tokens arrive
+    ...
+    stream.end_input()
+    async for frame in stream:              # AudioFrame at synthesizer.sample_rate
+        send(frame)
+
+Each chunk the chunker emits is normalised (numbers, abbreviations, markdown -> words) and
+synthesised on the single "tts" thread; frames are yielded as soon as the engine returns them, so the
+first audio never waits for the whole text. The engine's generator is created and stepped only on
+that thread (it is never iterated on the event loop), one array per step, so `cancel()` takes effect
+between arrays. `cancel()` is out of band: it drops queued text and audio not yet yielded at once.
+
+Timing: every chunk gets a `ChunkTiming` on the injected clock (`headstart.clock`); `first_audio_at_s`
+is the clock time of the stream's first audio, for the session's turn timeline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+
+from headstart.audio import AudioFrame, to_mono_float32
+from headstart.clock import Clock, MonotonicClock
+from headstart.tts.base import Synthesizer
+from headstart.tts.chunker import ClauseChunker
+from headstart.tts.normalize import normalize_text
+
+_END = object()
+
+
+def make_tts_executor() -> ThreadPoolExecutor:
+    """The single named thread all synthesis runs on."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="tts")
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkTiming:
+    """When one chunk went through the synthesiser, in clock seconds.
+
+    Attributes:
+        index: position of the chunk in the stream (0 = first).
+        text: the chunk as the chunker emitted it.
+        spoken_text: the normalised text sent to the engine.
+        ready_at_s: when the chunker emitted it (the `push_text`/`end_input` call that completed it).
+        synth_started_at_s: when synthesis started (later than ready if the engine was busy).
+        first_audio_at_s: when its first audio array was ready.
+        finished_at_s: when its last audio array was ready.
+        audio_s: seconds of audio produced.
+    """
+
+    index: int
+    text: str
+    spoken_text: str
+    ready_at_s: float
+    synth_started_at_s: float
+    first_audio_at_s: float
+    finished_at_s: float
+    audio_s: float
+
+    @property
+    def ttfa_s(self) -> float:
+        """Time to first audio of this chunk: ready -> first audio (includes waiting for the engine)."""
+        return self.first_audio_at_s - self.ready_at_s
+
+    @property
+    def synth_ttfa_s(self) -> float:
+        """Engine time to first audio: synthesis start -> first audio."""
+        return self.first_audio_at_s - self.synth_started_at_s
+
+
+class TTSStream:
+    """One reply's speech: push text, end input, async-iterate `AudioFrame`s; `cancel()` any time.
+
+    Args:
+        synthesizer: the engine (see `headstart.tts.base.Synthesizer`).
+        chunker: the chunking policy; it is reset when the stream starts and on cancel.
+        executor: the single-thread "tts" executor (`make_tts_executor()`), shared by all streams so
+            synthesis never runs twice at once.
+        clock: time source for the timings (default: MonotonicClock).
+        normalize: text -> spoken text (default: `normalize_text`).
+        frame_s: if set, split engine output into frames of this many seconds (the last may be
+            shorter); if None, one frame per engine array (about one sentence for Piper).
+
+    Iteration ends after `end_input()` once all audio is yielded, or at once after `cancel()`. An
+    engine error is raised from the iteration as soon as it happens.
+    """
+
+    def __init__(
+        self,
+        synthesizer: Synthesizer,
+        chunker: ClauseChunker,
+        executor: Executor,
+        *,
+        clock: Clock | None = None,
+        normalize: Callable[[str], str] = normalize_text,
+        frame_s: float | None = None,
+    ) -> None:
+        if frame_s is not None and frame_s <= 0:
+            raise ValueError(f"frame_s must be > 0 or None, got {frame_s}")
+        self._synth = synthesizer
+        self._chunker = chunker
+        self._chunker.reset()
+        self._executor = executor
+        self._clock: Clock = clock or MonotonicClock()
+        self._normalize = normalize
+        self._frame_samples = None if frame_s is None else max(1, int(round(frame_s * synthesizer.sample_rate)))
+        self._text_q: asyncio.Queue[object] = asyncio.Queue()
+        self._audio_q: asyncio.Queue[object] = asyncio.Queue()
+        self._worker: asyncio.Task[None] | None = None
+        self._stop = threading.Event()
+        self._current: Iterator[np.ndarray] | None = None  # touched only on the executor thread
+        self._input_ended = False
+        self._cancelled = False
+        self._exhausted = False
+        self.sample_rate: int = synthesizer.sample_rate
+        self.timings: list[ChunkTiming] = []
+        self.input_started_at_s: float | None = None
+        self.first_audio_at_s: float | None = None
+
+    # --- input side (call from the event loop thread) ---
+
+    def push_text(self, delta: str) -> None:
+        """Add a text delta. Ignored after `cancel()` (late tokens of a stopped reply).
+
+        Raises:
+            RuntimeError: after `end_input()`.
+            TypeError: if `delta` is not a str.
+        """
+        if self._cancelled:
+            return
+        if self._input_ended:
+            raise RuntimeError("push_text() after end_input(): start a new TTSStream for a new reply")
+        now = self._clock.now()
+        if self.input_started_at_s is None:
+            self.input_started_at_s = now
+        for chunk in self._chunker.push(delta):
+            self._text_q.put_nowait((chunk, now))
+        self._ensure_worker()
+
+    def end_input(self) -> None:
+        """No more text: speak what is left. Idempotent; a no-op after `cancel()`."""
+        if self._cancelled or self._input_ended:
+            return
+        self._input_ended = True
+        now = self._clock.now()
+        for chunk in self._chunker.flush():
+            self._text_q.put_nowait((chunk, now))
+        self._text_q.put_nowait(_END)
+        self._ensure_worker()
+
+    def cancel(self) -> None:
+        """Stop now: drop queued text and all audio not yet yielded; iteration ends. Idempotent.
+
+        A synthesis call already running on the executor finishes there (one engine array at most)
+        and its output is discarded; the engine's generator is then closed on its own thread.
+        """
+        if self._cancelled:
+            return
+        self._cancelled = True
+        self._stop.set()
+        self._chunker.reset()
+        _drain(self._text_q)
+        _drain(self._audio_q)
+        if self._worker is not None and not self._worker.done():
+            self._worker.cancel()
+        try:
+            self._executor.submit(self._close_current)
+        except RuntimeError:  # executor already shut down: nothing left running to close
+            pass
+        self._audio_q.put_nowait(_END)
+
+    @property
+    def cancelled(self) -> bool:
+        return self._cancelled
+
+    @property
+    def done(self) -> bool:
+        """True once iteration has ended (all audio yielded, cancelled, or failed)."""
+        return self._exhausted
+
+    @property
+    def ttfa_s(self) -> float | None:
+        """Time from the first chunk being ready to the first audio (None until there is audio)."""
+        return self.timings[0].ttfa_s if self.timings else None
+
+    # --- output side ---
+
+    def __aiter__(self) -> TTSStream:
+        return self
+
+    async def __anext__(self) -> AudioFrame:
+        if self._exhausted:
+            raise StopAsyncIteration
+        self._ensure_worker()
+        item = await self._audio_q.get()
+        if item is _END:
+            self._exhausted = True
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            self._exhausted = True
+            raise item
+        assert isinstance(item, AudioFrame)
+        return item
+
+    # --- internals ---
+
+    def _ensure_worker(self) -> None:
+        if self._worker is not None or self._cancelled:
+            return
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return  # started by the first push/iteration that runs inside the loop
+        self._worker = loop.create_task(self._run(), name="tts-stream")
+
+    async def _run(self) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while not self._cancelled:
+                item = await self._text_q.get()
+                if item is _END:
+                    break
+                chunk, ready_at_s = item  # type: ignore[misc]
+                await self._speak(loop, chunk, ready_at_s)
+        except asyncio.CancelledError:
+            return
+        except Exception as exc:  # the consumer sees engine errors at once
+            if not self._cancelled:
+                self._audio_q.put_nowait(exc)
+        if not self._cancelled:
+            self._audio_q.put_nowait(_END)
+
+    async def _speak(self, loop: asyncio.AbstractEventLoop, chunk: str, ready_at_s: float) -> None:
+        spoken = self._normalize(chunk)
+        if not spoken:
+            return
+        started = self._clock.now()
+        await loop.run_in_executor(self._executor, self._open, spoken)
+        first: float | None = None
+        num_samples = 0
+        while True:
+            audio = await loop.run_in_executor(self._executor, self._next_audio)
+            if audio is None or self._cancelled:
+                break
+            now = self._clock.now()
+            if first is None:
+                first = now
+                if self.first_audio_at_s is None:
+                    self.first_audio_at_s = now
+            num_samples += audio.shape[0]
+            for frame in self._frames(audio):
+                self._audio_q.put_nowait(frame)
+        if first is not None and not self._cancelled:
+            self.timings.append(
+                ChunkTiming(
+                    index=len(self.timings),
+                    text=chunk,
+                    spoken_text=spoken,
+                    ready_at_s=ready_at_s,
+                    synth_started_at_s=started,
+                    first_audio_at_s=first,
+                    finished_at_s=self._clock.now(),
+                    audio_s=num_samples / self.sample_rate,
+                )
+            )
+
+    def _frames(self, audio: np.ndarray) -> Iterator[AudioFrame]:
+        if self._frame_samples is None:
+            yield AudioFrame(audio, self.sample_rate)
+            return
+        for start in range(0, audio.shape[0], self._frame_samples):
+            yield AudioFrame(audio[start : start + self._frame_samples], self.sample_rate)
+
+    # Executor-thread side: the engine's generator lives and dies on the "tts" thread.
+
+    def _open(self, text: str) -> None:
+        self._current = iter(self._synth.synthesize(text))
+
+    def _next_audio(self) -> np.ndarray | None:
+        gen = self._current
+        if gen is None or self._stop.is_set():
+            self._close_current()
+            return None
+        for audio in gen:
+            samples = to_mono_float32(audio)  # validates dtype/shape, rejects NaN
+            if samples.shape[0]:
+                return samples
+        self._current = None
+        return None
+
+    def _close_current(self) -> None:
+        gen, self._current = self._current, None
+        close = getattr(gen, "close", None)
+        if close is not None:
+            close()
+
+
+def _drain(queue: asyncio.Queue[object]) -> None:
+    while True:
+        try:
+            queue.get_nowait()
+        except asyncio.QueueEmpty:
+            return
