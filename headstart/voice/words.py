@@ -14,7 +14,9 @@ class Word:
     """One recognised word.
 
     Attributes:
-        text: the word as the recogniser wrote it, with attached punctuation (`"man."`).
+        text: the word as the recogniser wrote it, with attached punctuation and Whisper's spacing:
+            a leading space starts a new word, none continues the previous one (Whisper splits
+            "ill-disposed" into `" ill"`, `"-disposed"`).
         start_s, end_s: its position in the audio stream (seconds).
         probability: the recogniser's confidence in [0, 1].
     """
@@ -36,5 +38,6 @@ def normalize_word(text: str) -> str:
 
 
 def join_words(words: Iterable[Word]) -> str:
-    """The words as text, separated by single spaces (empty words are skipped)."""
-    return " ".join(t for t in (w.text.strip() for w in words) if t)
+    """The words as text with the recogniser's spacing, without outer spaces. Appending words only
+    ever appends to this text (the committed text of a stream stays a prefix of its later versions)."""
+    return "".join(w.text for w in words).strip()

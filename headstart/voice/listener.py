@@ -1,0 +1,344 @@
+"""The listening stage: audio frames in; speech, partial/final transcripts and end of turn out.
+
+`Listener` composes the three synchronous policies (VAD, LocalAgreement, Endpointer) with the blocking
+ASR, which runs on a single-thread executor. It follows the stream shape used at every stage: `await
+push(frame)` any number of times, `await end_input()`, and `async for event in listener` (another task)
+until the stream ends.
+
+Events, in the order a consumer sees them for one utterance:
+
+    SpeechStarted, PartialTranscript*, SpeechEnded, FinalTranscript, EndOfTurn
+
+* Partials re-transcribe the whole utterance so far, whenever the ASR worker is free and at least
+  `ASRConfig.min_new_audio_s` of new audio has come (audio time). At most one pass is ever in flight and
+  nothing queues up, so `push()` never waits for the ASR. `committed` text (LocalAgreement-n) only grows.
+* The final pass starts as soon as the VAD reports the speech end (not at the end-of-turn decision).
+  The FinalTranscript is the committed words plus that pass' words beyond them (so committed text is
+  never contradicted); it covers the utterance up to `audio_end_s`.
+* If speech resumes before the end of turn, the utterance continues: a SpeechStarted follows, the audio
+  of both parts is one utterance, and a later FinalTranscript covers all of it (a final pass still
+  running when speech resumes is demoted to a partial and yields no FinalTranscript).
+* EndOfTurn comes only after the FinalTranscript of its utterance. An utterance without words (noise
+  the VAD let through) yields `FinalTranscript("")` and *no* EndOfTurn: the session must not reply to
+  silence, and gets a clear signal to drop anything it held for that speech.
+* If a turn reaches `EndpointConfig.max_turn_s` during speech, it is cut there (final, end of turn) and
+  a new utterance starts at the cut (a SpeechStarted at that time).
+
+Cadence and endpointing run on audio time (samples received), so frames pushed faster than real time
+give the same final transcripts and end-of-turn times (fewer partials, as the ASR is busier per second of
+audio). The VAD (~0.2 ms per 32 ms window) runs inline in `push()`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from concurrent.futures import Executor, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, StreamResampler, to_mono_float32
+from headstart.config import ASRConfig
+from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
+from headstart.voice.agreement import LocalAgreement
+from headstart.voice.endpoint import Endpointer
+from headstart.voice.vad import VAD
+
+ListenerEvent = SpeechStarted | SpeechEnded | PartialTranscript | FinalTranscript | EndOfTurn
+
+_PREROLL_S = 2.0  # audio kept before speech: the VAD back-dates starts by its padding and min_speech_s
+
+
+class Transcriber(Protocol):
+    def transcribe(self, samples: np.ndarray, offset_s: float = 0.0): ...
+
+
+def make_asr_executor() -> ThreadPoolExecutor:
+    """The named single-thread executor the ASR runs on."""
+    return ThreadPoolExecutor(max_workers=1, thread_name_prefix="asr")
+
+
+class _StreamAudio:
+    """The recent 16 kHz stream, addressable by absolute sample index."""
+
+    def __init__(self) -> None:
+        self._chunks: list[np.ndarray] = []
+        self._first = 0  # absolute index of _chunks[0][0]
+        self.end = 0  # absolute index one past the last sample
+
+    def append(self, samples: np.ndarray) -> None:
+        if samples.size:
+            self._chunks.append(samples)
+            self.end += samples.shape[0]
+
+    def slice(self, start: int, stop: int) -> np.ndarray:
+        start = max(start, self._first)
+        stop = min(stop, self.end)
+        if stop <= start:
+            return np.zeros(0, dtype=np.float32)
+        data = np.concatenate(self._chunks) if len(self._chunks) > 1 else self._chunks[0]
+        self._chunks = [data]  # keep the joined copy: the next slice is cheap
+        return data[start - self._first : stop - self._first]
+
+    def forget_before(self, sample: int) -> None:
+        while self._chunks and self._first + self._chunks[0].shape[0] <= sample:
+            self._first += self._chunks.pop(0).shape[0]
+
+
+@dataclass(eq=False)
+class _Utterance:
+    start: int  # sample index (the VAD's padded speech start)
+    agreement: LocalAgreement
+    end: int | None = None  # sample index of the padded speech end; None while speaking
+    resumes: int = 0  # how often speech resumed after an end
+    final_text: str | None = None  # set once the final pass for the current end is done
+    end_of_turn: EndOfTurn | None = None  # set once the endpointer decided
+    last_pass_end: int = 0  # audio end of the last pass started
+    last_partial: tuple[str, str] = field(default=("", ""))
+    outbox: list[object] = field(default_factory=list)  # events held while an older utterance finishes
+
+
+class Listener:
+    """Streaming speech recognition with endpointing, as an async event stream.
+
+    Args:
+        vad: a fresh `VAD` (its stream position becomes the listener's audio time).
+        asr: anything with `transcribe(samples float32 16 kHz, offset_s) -> Transcription`
+            (`WhisperASR`), called only on `executor`.
+        endpointer: a fresh `Endpointer`.
+        config: the ASR settings (min_new_audio_s, agreement_n).
+        executor: a single-thread executor (`make_asr_executor()`); the caller owns and shuts it down.
+
+    Raises (from push / end_input / iteration):
+        AudioError: a frame that is not numeric audio of shape (n,) or (n, channels), or holds NaN/inf.
+        RuntimeError: push after end_input; or, when iterating, the ASR failed (the cause is chained).
+    """
+
+    def __init__(
+        self, vad: VAD, asr: Transcriber, endpointer: Endpointer, config: ASRConfig, executor: Executor
+    ) -> None:
+        if config.min_new_audio_s < 0:
+            raise ValueError(f"ASRConfig.min_new_audio_s must be >= 0, got {config.min_new_audio_s}")
+        self._vad = vad
+        self._asr = asr
+        self._endpointer = endpointer
+        self._config = config
+        self._executor = executor
+        self._min_new = int(round(config.min_new_audio_s * SAMPLE_RATE_HZ))
+        self._audio = _StreamAudio()
+        self._resampler: StreamResampler | None = None
+        self._queue: asyncio.Queue[object] = asyncio.Queue()
+        self._current: _Utterance | None = None  # the utterance speech goes to, until its end of turn
+        # unfinished utterances, oldest first: those whose end of turn is decided but whose final pass
+        # is pending, then the current one. Only the oldest emits; the others hold their events, so
+        # utterances never interleave (it matters when frames come faster than the ASR).
+        self._utterances: list[_Utterance] = []
+        self._task: asyncio.Task | None = None  # the pass in flight
+        self._ended = False
+        self._failed: BaseException | None = None
+        self.num_passes = 0  # ASR calls made (partial and final)
+
+    # -- input ----------------------------------------------------------------------------------
+    async def push(self, frame: AudioFrame) -> None:
+        """Add one frame of audio. Any sample rate, integer or float dtype, mono or (n, channels):
+        converted to float32 mono 16 kHz here (int16 by the fixed 1/32768 scale). Never waits for ASR."""
+        if self._ended:
+            raise RuntimeError("Listener.push after end_input")
+        if self._failed is not None:
+            raise RuntimeError("the listener's ASR failed") from self._failed
+        if not isinstance(frame, AudioFrame):
+            raise AudioError(f"Listener.push takes an AudioFrame, got {type(frame).__name__}")
+        samples = to_mono_float32(frame.samples)
+        samples = self._to_16k(samples, int(frame.sample_rate))
+        self._feed(samples)
+
+    async def end_input(self) -> None:
+        """No more audio: close open speech, finish its final transcript and end of turn, then end the
+        event stream. Waits for the ASR passes this needs."""
+        if self._ended:
+            return
+        self._ended = True
+        if self._resampler is not None:
+            self._feed(self._resampler.flush())
+        for event in self._vad.flush():
+            self._on_vad(event)
+        end_of_turn = self._endpointer.flush(self._position_s)
+        if end_of_turn is not None:
+            self._on_end_of_turn(end_of_turn)
+        self._schedule()
+        while self._task is not None:
+            await self._task  # it never raises: failures go to the queue
+        self._queue.put_nowait(_END)
+
+    # -- output ---------------------------------------------------------------------------------
+    def __aiter__(self) -> Listener:
+        return self
+
+    async def __anext__(self) -> ListenerEvent:
+        item = await self._queue.get()
+        if item is _END:
+            self._queue.put_nowait(_END)  # stay ended for later calls
+            raise StopAsyncIteration
+        if isinstance(item, _Failure):
+            self._queue.put_nowait(_END)
+            raise RuntimeError("the listener's ASR failed") from item.error
+        return item  # type: ignore[return-value]
+
+    # -- internals ------------------------------------------------------------------------------
+    @property
+    def _position_s(self) -> float:
+        return self._audio.end / SAMPLE_RATE_HZ
+
+    def _to_16k(self, samples: np.ndarray, rate: int) -> np.ndarray:
+        if rate <= 0:
+            raise AudioError(f"sample rate must be positive, got {rate}")
+        if self._resampler is not None and self._resampler.from_hz != rate:
+            tail = self._resampler.flush()  # the rate changed mid-stream: finish the old filter
+            self._resampler = None
+            self._feed(tail)
+        if rate == SAMPLE_RATE_HZ:
+            return samples
+        if self._resampler is None:
+            self._resampler = StreamResampler(rate, SAMPLE_RATE_HZ)
+        return self._resampler.push(samples)
+
+    def _feed(self, samples: np.ndarray) -> None:
+        if samples.size == 0:
+            return
+        self._audio.append(samples)
+        for event in self._vad.push(samples):
+            self._on_vad(event)
+        end_of_turn = self._endpointer.poll(self._position_s)
+        if end_of_turn is not None:
+            self._on_end_of_turn(end_of_turn)
+        self._schedule()
+        self._forget_old_audio()
+
+    def _on_vad(self, event: SpeechStarted | SpeechEnded) -> None:
+        self._endpointer.push(event)
+        sample = int(round(event.audio_s * SAMPLE_RATE_HZ))
+        if isinstance(event, SpeechStarted):
+            utterance = self._current
+            if utterance is None:
+                utterance = self._open(sample)
+            else:  # speech resumed before the end of turn: one utterance
+                utterance.end = None
+                utterance.final_text = None
+                utterance.resumes += 1
+            self._emit(utterance, event)
+        elif self._current is not None:
+            self._current.end = sample
+            self._emit(self._current, event)
+
+    def _open(self, start: int) -> _Utterance:
+        utterance = _Utterance(start=start, agreement=LocalAgreement(self._config.agreement_n), last_pass_end=start)
+        self._current = utterance
+        self._utterances.append(utterance)
+        return utterance
+
+    def _emit(self, utterance: _Utterance, event: object) -> None:
+        if self._utterances and self._utterances[0] is utterance:
+            self._queue.put_nowait(event)
+        else:
+            utterance.outbox.append(event)
+
+    def _on_end_of_turn(self, event: EndOfTurn) -> None:
+        utterance = self._current
+        if utterance is None:
+            return
+        if self._endpointer.forced and self._vad.speaking:
+            # max_turn_s reached during speech: cut here, continue in a new utterance
+            cut = self._audio.end
+            utterance.end = cut
+            self._emit(utterance, SpeechEnded(cut / SAMPLE_RATE_HZ))
+            self._emit(self._open(cut), SpeechStarted(cut / SAMPLE_RATE_HZ))
+        else:
+            self._current = None
+            if utterance.end is None:  # cannot happen with a consistent VAD; close at the decision
+                utterance.end = self._audio.end
+        utterance.end_of_turn = event
+        self._finish_if_done(utterance)
+
+    def _finish_if_done(self, utterance: _Utterance) -> None:
+        """An utterance is done when its end of turn is decided and its final transcript is out."""
+        if utterance.end_of_turn is None or utterance.final_text is None:
+            return
+        if utterance.final_text:
+            self._emit(utterance, utterance.end_of_turn)
+        self._utterances.remove(utterance)
+        if self._utterances:  # the next one may now speak: release what it held
+            following = self._utterances[0]
+            for held in following.outbox:
+                self._queue.put_nowait(held)
+            following.outbox.clear()
+            self._finish_if_done(following)
+
+    def _schedule(self) -> None:
+        """Start the most urgent ASR pass if the worker is free: a final pass, else a partial."""
+        if self._task is not None or self._failed is not None:
+            return
+        for utterance in self._utterances:
+            if utterance.end is not None and utterance.final_text is None:
+                self._start(utterance, utterance.end, final=True)
+                return
+        utterance = self._current
+        if (
+            utterance is not None
+            and utterance.end is None
+            and not self._ended
+            and self._audio.end - utterance.last_pass_end >= max(self._min_new, 1)
+        ):
+            self._start(utterance, self._audio.end, final=False)
+
+    def _start(self, utterance: _Utterance, stop: int, final: bool) -> None:
+        utterance.last_pass_end = stop
+        samples = self._audio.slice(utterance.start, stop)
+        self.num_passes += 1
+        self._task = asyncio.get_running_loop().create_task(
+            self._run_pass(utterance, samples, stop, final, utterance.resumes)
+        )
+
+    async def _run_pass(self, utterance: _Utterance, samples: np.ndarray, stop: int, final: bool, resumes: int):
+        loop = asyncio.get_running_loop()
+        try:
+            result = await loop.run_in_executor(
+                self._executor, self._asr.transcribe, samples, utterance.start / SAMPLE_RATE_HZ
+            )
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer
+            self._failed = exc
+            self._task = None
+            self._queue.put_nowait(_Failure(exc))
+            self._queue.put_nowait(_END)
+            return
+        self._task = None
+        audio_end_s = stop / SAMPLE_RATE_HZ
+        agreement = utterance.agreement
+        if final and utterance.resumes == resumes:
+            agreement.push(result.words)
+            agreement.flush()
+            utterance.final_text = agreement.committed_text
+            self._emit(utterance, FinalTranscript(utterance.final_text, audio_end_s))
+            self._finish_if_done(utterance)
+        else:  # a partial, or a final overtaken by resumed speech
+            agreement.push(result.words)
+            partial = (agreement.committed_text, agreement.pending_text)
+            if partial != utterance.last_partial:
+                utterance.last_partial = partial
+                self._emit(utterance, PartialTranscript(partial[0], partial[1], audio_end_s))
+        self._schedule()
+        self._forget_old_audio()
+
+    def _forget_old_audio(self) -> None:
+        keep = self._audio.end - int(_PREROLL_S * SAMPLE_RATE_HZ)
+        for utterance in self._utterances:
+            keep = min(keep, utterance.start)
+        self._audio.forget_before(keep)
+
+
+class _Failure:
+    def __init__(self, error: BaseException) -> None:
+        self.error = error
+
+
+_END = object()
