@@ -1,0 +1,62 @@
+"""The dependency rule of design.md §2, checked on the source: voice/, llm/ and tts/ import only the
+shared modules, never each other or the composing layers."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "headstart"
+SHARED = {"audio", "events", "clock", "config", "models"}
+STAGES = ("voice", "llm", "tts")
+
+
+def headstart_imports(path: Path) -> set[str]:
+    """The `headstart.X` top-level modules a file imports (absolute or relative)."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:  # relative: resolve against the file's package
+                base = path.relative_to(PACKAGE.parent).with_suffix("").parts[: -node.level]
+                names = [".".join([*base, node.module] if node.module else base)]
+            else:
+                names = [node.module or ""]
+        else:
+            continue
+        for name in names:
+            parts = name.split(".")
+            if parts[0] == "headstart" and len(parts) > 1:
+                found.add(parts[1])
+    return found
+
+
+@pytest.mark.parametrize("stage", STAGES)
+def test_stage_imports_only_shared_modules(stage):
+    for path in sorted((PACKAGE / stage).rglob("*.py")):
+        bad = headstart_imports(path) - SHARED - {stage}
+        assert not bad, f"{path.relative_to(PACKAGE)} imports headstart.{', headstart.'.join(sorted(bad))}"
+
+
+def test_shared_modules_import_no_stage():
+    for name in SHARED:
+        bad = headstart_imports(PACKAGE / f"{name}.py") & set(STAGES)
+        assert not bad, f"headstart/{name}.py imports a stage: {bad}"
+
+
+def test_import_has_no_heavy_side_effects():
+    """Importing the package and its stages loads no model library (torch, faster_whisper, piper)."""
+    import subprocess
+    import sys
+
+    code = (
+        "import sys, headstart, headstart.voice, headstart.llm, headstart.tts, headstart.models, "
+        "headstart.session, headstart.cli\n"
+        "heavy = [m for m in ('torch', 'transformers', 'faster_whisper', 'piper', 'ctranslate2') if m in sys.modules]\n"
+        "print(','.join(heavy))"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
