@@ -193,6 +193,17 @@ def test_final_pass_starts_at_speech_end_not_at_end_of_turn(sentence, executor):
     assert final_at < ended_s + 0.5 < eot.audio_s  # the final was out long before the 2 s end of turn
 
 
+def test_a_partial_that_heard_the_whole_utterance_becomes_the_final_without_another_pass(sentence, executor):
+    asr = EnergyASR()
+    audio = np.concatenate([sentence, silence(1.0)])
+    events = asyncio.run(run_listener(make_listener(asr, executor, min_new_audio_s=0.0), audio))
+    check_turn_shape(events)
+    ended = next(e for e in events if isinstance(e, SpeechEnded))
+    # a pass after every frame: when the VAD reports the end, the last one already covered it
+    assert all(abs(offset + duration - ended.audio_s) > 1e-6 for offset, duration, _ in asr.calls)
+    assert next(e for e in events if isinstance(e, FinalTranscript)).text
+
+
 def test_pause_shorter_than_silence_s_is_one_utterance(sentence, executor):
     """cases.md (turn): speech, a pause, more speech -> one turn covering both parts."""
     audio = np.concatenate([sentence, silence(1.0), sentence, silence(2.5)])

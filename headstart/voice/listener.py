@@ -12,9 +12,12 @@ Events, in the order a consumer sees them for one utterance:
 * Partials re-transcribe the whole utterance so far, whenever the ASR worker is free and at least
   `ASRConfig.min_new_audio_s` of new audio has come (audio time). At most one pass is ever in flight and
   nothing queues up, so `push()` never waits for the ASR. `committed` text (LocalAgreement-n) only grows.
-* The final pass starts as soon as the VAD reports the speech end (not at the end-of-turn decision).
-  The FinalTranscript is the committed words plus that pass' words beyond them (so committed text is
-  never contradicted); it covers the utterance up to `audio_end_s`.
+* The final transcript comes from the first pass whose audio reaches the VAD's (padded) speech end: a
+  pass started as soon as the VAD reports the end (not at the end-of-turn decision), or one already
+  running or finished that heard it all (the VAD decides the end `min_silence_s` after the speech, so
+  the latest partial often covers it and the final costs no extra pass). The FinalTranscript is the
+  committed words plus that pass' words beyond them (committed text is never contradicted); it covers
+  the utterance up to `audio_end_s`.
 * If speech resumes before the end of turn, the utterance continues: a SpeechStarted follows, the audio
   of both parts is one utterance, and a later FinalTranscript covers all of it (a final pass still
   running when speech resumes is demoted to a partial and yields no FinalTranscript).
@@ -95,6 +98,7 @@ class _Utterance:
     final_text: str | None = None  # set once the final pass for the current end is done
     end_of_turn: EndOfTurn | None = None  # set once the endpointer decided
     last_pass_end: int = 0  # audio end of the last pass started
+    covered: int = -1  # audio end of the last pass finished: the agreement's newest hypothesis
     last_partial: tuple[str, str] = field(default=("", ""))
     outbox: list[object] = field(default_factory=list)  # events held while an older utterance finishes
 
@@ -278,9 +282,12 @@ class Listener:
         """Start the most urgent ASR pass if the worker is free: a final pass, else a partial."""
         if self._task is not None or self._failed is not None:
             return
-        for utterance in self._utterances:
+        for utterance in list(self._utterances):
             if utterance.end is not None and utterance.final_text is None:
-                self._start(utterance, utterance.end, final=True)
+                if utterance.covered >= utterance.end:  # a pass already heard it all
+                    self._finalize(utterance)
+                    continue
+                self._start(utterance, utterance.end)
                 return
         utterance = self._current
         if (
@@ -289,17 +296,15 @@ class Listener:
             and not self._ended
             and self._audio.end - utterance.last_pass_end >= max(self._min_new, 1)
         ):
-            self._start(utterance, self._audio.end, final=False)
+            self._start(utterance, self._audio.end)
 
-    def _start(self, utterance: _Utterance, stop: int, final: bool) -> None:
+    def _start(self, utterance: _Utterance, stop: int) -> None:
         utterance.last_pass_end = stop
         samples = self._audio.slice(utterance.start, stop)
         self.num_passes += 1
-        self._task = asyncio.get_running_loop().create_task(
-            self._run_pass(utterance, samples, stop, final, utterance.resumes)
-        )
+        self._task = asyncio.get_running_loop().create_task(self._run_pass(utterance, samples, stop))
 
-    async def _run_pass(self, utterance: _Utterance, samples: np.ndarray, stop: int, final: bool, resumes: int):
+    async def _run_pass(self, utterance: _Utterance, samples: np.ndarray, stop: int) -> None:
         loop = asyncio.get_running_loop()
         try:
             result = await loop.run_in_executor(
@@ -312,22 +317,25 @@ class Listener:
             self._queue.put_nowait(_END)
             return
         self._task = None
-        audio_end_s = stop / SAMPLE_RATE_HZ
         agreement = utterance.agreement
-        if final and utterance.resumes == resumes:
-            agreement.push(result.words)
-            agreement.flush()
-            utterance.final_text = agreement.committed_text
-            self._emit(utterance, FinalTranscript(utterance.final_text, audio_end_s))
-            self._finish_if_done(utterance)
-        else:  # a partial, or a final overtaken by resumed speech
-            agreement.push(result.words)
+        agreement.push(result.words)
+        utterance.covered = max(utterance.covered, stop)
+        if utterance.end is not None and utterance.final_text is None and utterance.covered >= utterance.end:
+            self._finalize(utterance)
+        else:  # a partial (a final pass overtaken by resumed speech lands here too: its end moved on)
             partial = (agreement.committed_text, agreement.pending_text)
             if partial != utterance.last_partial:
                 utterance.last_partial = partial
-                self._emit(utterance, PartialTranscript(partial[0], partial[1], audio_end_s))
+                self._emit(utterance, PartialTranscript(partial[0], partial[1], stop / SAMPLE_RATE_HZ))
         self._schedule()
         self._forget_old_audio()
+
+    def _finalize(self, utterance: _Utterance) -> None:
+        """The newest hypothesis covers the whole utterance: commit it and emit the FinalTranscript."""
+        utterance.agreement.flush()
+        utterance.final_text = utterance.agreement.committed_text
+        self._emit(utterance, FinalTranscript(utterance.final_text, utterance.end / SAMPLE_RATE_HZ))
+        self._finish_if_done(utterance)
 
     def _forget_old_audio(self) -> None:
         keep = self._audio.end - int(_PREROLL_S * SAMPLE_RATE_HZ)
