@@ -5,22 +5,26 @@ from __future__ import annotations
 from headstart.config import ThreadPlan, TTSConfig
 from headstart.tts.base import Synthesizer
 
-ENGINES = ("piper-joe", "espeak", "<path to a Piper .onnx voice>")
+ENGINES = ("piper-joe", "espeak", "hibari", "coqui", "<path to a Piper .onnx voice>")
 
 
 def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = True) -> Synthesizer:
     """Load the engine `config.engine` names, with `threads.tts_threads` compute threads.
 
-    `config.engine` is "espeak" (system espeak-ng, no model), a Piper preset name ("piper-joe",
-    resolved with `headstart.models.resolve_model`), or a path to a Piper `.onnx` voice. Loading is
-    explicit and never downloads; with `warm_up`, one short sentence is synthesised before returning.
+    `config.engine` is "espeak" (system espeak-ng, no model), "hibari" (hibari-tts, voice
+    `config.hibari_voice`), "coqui" (a coqui-tts checkpoint at `config.coqui_model`, run in the coqui
+    venv built by `make coqui-env`), a Piper preset name ("piper-joe", resolved with
+    `headstart.models.resolve_model`), or a path to a Piper `.onnx` voice. Loading is explicit and
+    never downloads; with `warm_up`, one short sentence is synthesised before returning.
 
     Raises:
         headstart.models.ModelNotPreparedError: the preset is not prepared (the message names the
             prepare command).
-        FileNotFoundError: a voice path that does not exist.
-        EngineNotAvailableError: the engine is not installed.
-        ValueError: an unknown engine name.
+        FileNotFoundError: a voice or checkpoint path that does not exist.
+        EngineNotAvailableError: the engine is not installed (for coqui: the message names
+            `make coqui-env`).
+        TTSError: a model that does not load; a hibari voice that would need a download.
+        ValueError: an unknown engine name; engine "coqui" without `coqui_model`.
     """
     engine = config.engine
     synth: Synthesizer
@@ -28,6 +32,24 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
         from headstart.tts.espeak import EspeakSynthesizer
 
         synth = EspeakSynthesizer(voice=config.espeak_voice)
+    elif engine == "hibari":
+        from headstart.tts.hibari import HibariSynthesizer
+
+        synth = HibariSynthesizer(voice=config.hibari_voice, threads=threads.tts_threads)
+    elif engine == "coqui":
+        from headstart.tts.coqui import CoquiSynthesizer
+
+        if not config.coqui_model:
+            raise ValueError("engine 'coqui' needs TTSConfig.coqui_model: the path of a coqui-tts checkpoint")
+        synth = CoquiSynthesizer(
+            config.coqui_model,
+            config.coqui_config,
+            python=config.coqui_python,
+            threads=threads.tts_threads,
+            speaker=config.coqui_speaker,
+            speaker_wav=config.coqui_speaker_wav,
+            language=config.coqui_language,
+        )
     elif engine.startswith("piper") or engine.endswith(".onnx"):
         from headstart.tts.piper import PiperSynthesizer
 

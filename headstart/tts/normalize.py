@@ -11,7 +11,7 @@ English only. Rule-based, in a fixed order (each step sees the output of the one
 5. currency ("$49.95" -> "forty-nine dollars and ninety-five cents"), times ("8:00 AM" -> "eight AM",
    "3:15 pm" -> "three fifteen PM"), percentages, degrees, ordinals ("2nd" -> "second"), years where
    the context makes them obvious ("in 1999" -> "in nineteen ninety-nine"), and all other numbers
-   ("1,000", "3.14", "-5", "221B") via num2words, in American style (no "and" inside numbers);
+   ("1,000", "3.14", "-5", "221B"), units of measure ("2.5 kg" -> "two point five kilograms") via num2words, in American style (no "and" inside numbers);
 6. leftover symbols (&, +, =, @, /, *, #, ...) -> words or nothing; whitespace collapsed.
 
 The output holds only letters, digits-free words and sentence punctuation that synthesisers read well.
@@ -294,6 +294,27 @@ _DASHED_NUMBER_RE = re.compile(r"(?<![\w-])\d+(?:-\d+)+(?![\w-])")
 _ALNUM_RE = re.compile(r"\b(?P<n>\d+)(?P<letters>[A-Za-z]{1,2})\b")
 _NUMBER_RE = re.compile(rf"(?<![\w.])(?P<neg>-)?(?P<n>{_NUM})(?![\w])")
 _LEFTOVER_DIGITS_RE = re.compile(r"\d+")
+# Units of measure after a number (unambiguous symbols only: "in", "l", "s" are left alone).
+_UNITS = {
+    "mm": "millimeter", "cm": "centimeter", "m": "meter", "km": "kilometer", "mi": "mile", "ft": "foot",
+    "mg": "milligram", "g": "gram", "kg": "kilogram", "lb": "pound", "lbs": "pound", "oz": "ounce",
+    "ml": "milliliter", "mL": "milliliter", "L": "liter", "mph": "mile per hour", "km/h": "kilometer per hour",
+    "ms": "millisecond", "Hz": "hertz", "kHz": "kilohertz", "MHz": "megahertz", "GHz": "gigahertz",
+    "KB": "kilobyte", "kB": "kilobyte", "MB": "megabyte", "GB": "gigabyte", "TB": "terabyte",
+}
+_UNIT_PLURALS = {"foot": "feet", "hertz": "hertz", "kilohertz": "kilohertz", "megahertz": "megahertz",
+                 "gigahertz": "gigahertz", "mile per hour": "miles per hour", "kilometer per hour": "kilometers per hour"}
+_MEASURE_RE = re.compile(
+    rf"(?<![\w.])(?P<neg>-)?(?P<n>{_NUM})\s?(?P<unit>{'|'.join(sorted(map(re.escape, _UNITS), key=len, reverse=True))})(?![\w/])"
+)
+
+
+def _speak_measure(m: re.Match[str]) -> str:
+    number, unit = m.group("n"), _UNITS[m.group("unit")]
+    words = _decimal_words(number) if "." in number else _int_words(number)
+    if number.replace(",", "") != "1":
+        unit = _UNIT_PLURALS.get(unit, unit + "s")
+    return ("minus " if m.group("neg") else "") + words + " " + unit
 
 
 def _speak_degrees(m: re.Match[str]) -> str:
@@ -330,9 +351,11 @@ def expand_numbers(text: str) -> str:
     text = _TIME_RE.sub(_speak_time, text)
     text = _HOUR_AMPM_RE.sub(_speak_hour_ampm, text)
     text = _PERCENT_RE.sub(lambda m: ("minus " if m.group("neg") else "") + _decimal_words(m.group("n")) + " percent", text)
-    text = _ORDINAL_RE.sub(lambda m: _n2w(int(m.group("n").replace(",", "")), to="ordinal"), text)
     text = _DECADE_RE.sub(_speak_decade, text)
+    # Years before ordinals: "March 3rd, 2024" is a date only while "3rd" is still digits.
     text = _YEAR_RE.sub(lambda m: m.group("pre") + _speak_year(m.group("y")), text)
+    text = _ORDINAL_RE.sub(lambda m: _n2w(int(m.group("n").replace(",", "")), to="ordinal"), text)
+    text = _MEASURE_RE.sub(_speak_measure, text)
     text = _MONTH_DAY_RE.sub(lambda m: m.group("month") + " " + _n2w(int(m.group("d")), to="ordinal"), text)
     text = _DOTTED_NUMBER_RE.sub(lambda m: " point ".join(_int_words(g) for g in m.group(0).split(".")), text)
     text = _DASHED_NUMBER_RE.sub(_speak_dashed, text)

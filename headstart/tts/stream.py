@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from headstart.audio import AudioFrame, to_mono_float32
+from headstart.audio import AudioFrame, StreamResampler, to_mono_float32
 from headstart.clock import Clock, MonotonicClock
 from headstart.tts.base import Synthesizer
 from headstart.tts.chunker import ClauseChunker
@@ -88,6 +88,10 @@ class TTSStream:
         normalize: text -> spoken text (default: `normalize_text`).
         frame_s: if set, split engine output into frames of this many seconds (the last may be
             shorter); if None, one frame per engine array (about one sentence for Piper).
+        output_rate_hz: if set, frames are resampled to this rate (soxr, high quality) with one
+            filter state per chunk, fed array by array, so joins inside a chunk stay continuous; the
+            chunk's tail is flushed when the engine finishes it, so no audio waits for the next chunk.
+            Chunk edges are faded to zero by the engines (`base.fade_edges`). None: the engine's rate.
 
     Iteration ends after `end_input()` once all audio is yielded, or at once after `cancel()`. An
     engine error is raised from the iteration as soon as it happens.
@@ -102,25 +106,30 @@ class TTSStream:
         clock: Clock | None = None,
         normalize: Callable[[str], str] = normalize_text,
         frame_s: float | None = None,
+        output_rate_hz: int | None = None,
     ) -> None:
         if frame_s is not None and frame_s <= 0:
             raise ValueError(f"frame_s must be > 0 or None, got {frame_s}")
+        if output_rate_hz is not None and (not isinstance(output_rate_hz, int) or output_rate_hz <= 0):
+            raise ValueError(f"output_rate_hz must be a positive int (Hz) or None, got {output_rate_hz!r}")
         self._synth = synthesizer
         self._chunker = chunker
         self._chunker.reset()
         self._executor = executor
         self._clock: Clock = clock or MonotonicClock()
         self._normalize = normalize
-        self._frame_samples = None if frame_s is None else max(1, int(round(frame_s * synthesizer.sample_rate)))
+        self.engine_rate_hz: int = synthesizer.sample_rate
+        self.sample_rate: int = output_rate_hz or synthesizer.sample_rate
+        self._frame_samples = None if frame_s is None else max(1, int(round(frame_s * self.sample_rate)))
         self._text_q: asyncio.Queue[object] = asyncio.Queue()
         self._audio_q: asyncio.Queue[object] = asyncio.Queue()
         self._worker: asyncio.Task[None] | None = None
         self._stop = threading.Event()
         self._current: Iterator[np.ndarray] | None = None  # touched only on the executor thread
+        self._resampler: StreamResampler | None = None  # executor thread only
         self._input_ended = False
         self._cancelled = False
         self._exhausted = False
-        self.sample_rate: int = synthesizer.sample_rate
         self.timings: list[ChunkTiming] = []
         self.input_started_at_s: float | None = None
         self.first_audio_at_s: float | None = None
@@ -283,6 +292,8 @@ class TTSStream:
 
     def _open(self, text: str) -> None:
         self._current = iter(self._synth.synthesize(text))
+        if self.sample_rate != self.engine_rate_hz:
+            self._resampler = StreamResampler(self.engine_rate_hz, self.sample_rate)
 
     def _next_audio(self) -> np.ndarray | None:
         gen = self._current
@@ -291,13 +302,21 @@ class TTSStream:
             return None
         for audio in gen:
             samples = to_mono_float32(audio)  # validates dtype/shape, rejects NaN
+            if self._resampler is not None and samples.shape[0]:
+                samples = np.clip(self._resampler.push(samples), -1.0, 1.0)
             if samples.shape[0]:
                 return samples
         self._current = None
+        resampler, self._resampler = self._resampler, None
+        if resampler is not None:  # the chunk's tail still inside the filter
+            tail = resampler.flush()
+            if tail.shape[0]:
+                return np.clip(tail, -1.0, 1.0)
         return None
 
     def _close_current(self) -> None:
         gen, self._current = self._current, None
+        self._resampler = None
         close = getattr(gen, "close", None)
         if close is not None:
             close()
