@@ -80,11 +80,19 @@ class LLMConfig:
 class TTSConfig:
     """The synthesiser and the chunker that feeds it."""
 
-    engine: str = "piper-joe"  # "piper-joe", "espeak", or a path to a Piper .onnx voice
+    engine: str = "piper-joe"  # "piper-joe", "espeak", "hibari", "coqui", or a path to a Piper .onnx voice
     first_chunk_min_words: int = 4  # speak the first clause once it has this many words and a comma
     max_chunk_chars: int = 200
     length_scale: float | None = None  # Piper phoneme duration scale (< 1 speaks faster); None: voice default
     espeak_voice: str = "en-us"
+    output_rate_hz: int | None = None  # resample frames to this rate (soxr); None: the engine's own rate
+    hibari_voice: str = "heart"  # only voices already on disk ("heart" is in the wheel); never downloads
+    coqui_model: str | None = None  # engine "coqui": checkpoint path (.pth; XTTS: the file or its folder)
+    coqui_config: str | None = None  # its config.json; None: next to the checkpoint
+    coqui_python: str | None = None  # coqui venv interpreter; None: $HEADSTART_COQUI_PYTHON or .venv-coqui
+    coqui_speaker: str | None = None  # multi-speaker VITS: speaker name
+    coqui_speaker_wav: str | None = None  # XTTS: recording of the voice to clone
+    coqui_language: str = "en"  # XTTS language code
 
 
 @dataclass(frozen=True, slots=True)
