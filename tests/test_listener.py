@@ -336,6 +336,43 @@ def test_other_dtypes_channels_and_rates_are_converted(sentence, executor, name,
     assert 0.0 <= times[0][1] < 0.4 and 2.6 < times[1][1] < 3.1, name
 
 
+def claps(seconds: float, amp: float, rng) -> np.ndarray:
+    """Hand claps: 50 ms broadband bursts with an 8 ms decay, 0.25-0.5 s apart (synthetic: no real
+    recording of claps is at hand)."""
+    x = np.zeros(int(seconds * SR), np.float32)
+    t = 0.1
+    while t < seconds - 0.1:
+        n = int(0.05 * SR)
+        x[int(t * SR) : int(t * SR) + n] += (rng.standard_normal(n) * np.exp(-np.arange(n) / (0.008 * SR)) * amp).astype(np.float32)
+        t += rng.uniform(0.25, 0.5)
+    return np.clip(x, -1, 1)
+
+
+def breathing(seconds: float, amp: float, rng) -> np.ndarray:
+    """Heavy breathing: 300-2500 Hz noise under a 1.6 s in/out envelope (synthetic)."""
+    n = int(seconds * SR)
+    spectrum = np.fft.rfft(rng.standard_normal(n))
+    freqs = np.fft.rfftfreq(n, 1 / SR)
+    spectrum[(freqs < 300) | (freqs > 2500)] = 0
+    w = np.fft.irfft(spectrum, n)
+    envelope = np.clip(np.sin(2 * np.pi * np.arange(n) / SR / 1.6), 0, None) ** 2
+    return (w / np.abs(w).max() * amp * envelope).astype(np.float32)
+
+
+@pytest.mark.parametrize("noise", ["claps", "breathing"])
+def test_claps_or_breathing_after_speech_do_not_hold_the_turn_open(sentence, executor, noise):
+    """cases.md (turn): 3 s of speech, then 5 s of claps or heavy breathing -> the turn ends the usual
+    silence after the speech."""
+    rng = np.random.default_rng(0)
+    tail = claps(5.0, 0.9, rng) if noise == "claps" else breathing(5.0, 0.3, rng)
+    events = asyncio.run(run_listener(make_listener(EnergyASR(), executor), np.concatenate([sentence, tail])))
+    check_turn_shape(events)
+    ended = [e for e in events if isinstance(e, SpeechEnded)]
+    turns = [e for e in events if isinstance(e, EndOfTurn)]
+    assert len(ended) == 1 and ended[0].audio_s < 3.0
+    assert len(turns) == 1 and turns[0].audio_s == pytest.approx(ended[0].audio_s + 0.5, abs=0.021)
+
+
 def test_room_noise_in_peak_sized_blocks_at_fixed_scale_gives_nothing(executor):
     """cases.md: 5 s of room noise in 100 ms int16 blocks; fixed 1/32768 scaling keeps it below the
     speech threshold: no events, no ASR call."""

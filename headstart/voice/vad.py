@@ -30,14 +30,11 @@ def default_silero_path() -> Path:
     """The Silero VAD v6 ONNX file bundled inside the installed faster-whisper package.
 
     Raises:
-        FileNotFoundError: if faster-whisper does not ship it.
+        headstart.models.ModelError: if faster-whisper is missing or does not ship it.
     """
-    from faster_whisper.utils import get_assets_path
+    from headstart.models import silero_vad_path
 
-    path = Path(get_assets_path()) / "silero_vad_v6.onnx"
-    if not path.is_file():
-        raise FileNotFoundError(f"Silero VAD model not found at {path} (is faster-whisper installed?)")
-    return path
+    return silero_vad_path()
 
 
 class SpeechHysteresis:
