@@ -67,7 +67,9 @@ class LLMConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
-    dtype: str = "bfloat16"
+    # "auto": bfloat16 where the CPU computes it natively (oneDNN bf16: AVX512-BF16/AMX), else float32.
+    # On an AVX2-only CPU bf16 matmuls fall to a slow path (~60x slower than fp32, measured).
+    dtype: str = "auto"
     device: str = "cpu"
     system_prompt: str = (
         "You are headstart, a friendly voice assistant. Your answers are spoken aloud, so reply in one "

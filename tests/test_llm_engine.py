@@ -1,4 +1,4 @@
-"""The LLM engine on the real SmolLM2-135M-Instruct (bf16): our loop against transformers' own
+"""The LLM engine on the real SmolLM2-135M-Instruct (default dtype): our loop against transformers' own
 `generate`, incremental prefill, the stale-cache guard, crop, verify, sampling."""
 
 from __future__ import annotations
@@ -280,3 +280,15 @@ def test_a_forward_that_raises_leaves_a_clean_engine(fresh, monkeypatch):
     assert fresh.num_tokens == 0 and len(fresh._cache) == 0
     monkeypatch.undo()
     _assert_logits_close(fresh.prefill(ids), reference, rel=0.0)
+
+
+def test_auto_dtype_is_bf16_only_where_the_cpu_computes_it_natively(engine):
+    from headstart.llm.engine import resolve_dtype
+
+    native = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
+    assert resolve_dtype("auto", "cpu") == (torch.bfloat16 if native else torch.float32)
+    assert engine.model.dtype == resolve_dtype("auto", "cpu")  # the config default
+    assert resolve_dtype("bfloat16") == torch.bfloat16 and resolve_dtype("float32") == torch.float32
+    for bad in ("int7", "int8", "auto2"):
+        with pytest.raises(ValueError, match="dtype"):
+            resolve_dtype(bad)
