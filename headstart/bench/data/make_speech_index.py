@@ -7,16 +7,19 @@ Run with the project venv (needs the whisper tiny.en folder for the cross-check)
 Method (README.md beside this file says the same):
 
 1. Silero VAD v6 (the ONNX file bundled in faster-whisper) via ``faster_whisper.vad.get_speech_timestamps``
-   with careful settings: threshold 0.25 (neg 0.15), min silence 50 ms, min speech 30 ms, no padding.
-   Its boundaries are on the 32 ms (512-sample) window grid and lag or lead the audio a little.
-2. An energy envelope of 10 ms RMS windows. Threshold = max(noise floor + 10 dB, speech level - 40 dB),
-   where the noise floor is the 10th percentile of window levels (clamped at -90 dBFS for digital
-   silence) and the speech level the 95th percentile inside the VAD regions. The VAD's first start and
-   last end are moved to the first / last above-threshold window near them (within 300 ms, gaps of up
-   to 30 ms bridged): that refined value is what is stored.
-3. Cross-checks: the last above-threshold window of the whole file (energy alone) and the end of the
-   last word in faster-whisper's word timestamps (beam 5, no VAD filter). A file where any two of
-   VAD / refined / energy-alone / whisper differ by more than 150 ms is flagged in the printed table.
+   with careful settings: threshold 0.25 (neg 0.15), min silence 50 ms, min speech 100 ms, no padding.
+   Its boundaries are on the 32 ms (512-sample) window grid and lag the audio a little.
+2. An energy envelope of 10 ms RMS windows of the signal high-passed at 200 Hz (removes DC offset,
+   rumble and low thumps). Threshold = max(noise floor + 10 dB, speech level - 40 dB), where the noise
+   floor is the median level of windows > 100 ms from any VAD region (2nd percentile of all windows
+   when fewer than 20 such windows exist; clamped at -90 dBFS) and the speech level the 95th
+   percentile inside the VAD regions. The stored end is the end of the last above-threshold run
+   (gaps <= 60 ms bridged) that overlaps the last VAD region, at most 300 ms past the VAD end; the
+   start likewise for the first region.
+3. Cross-checks: the last above-threshold run of the whole file (energy alone) and the end of the
+   last word in faster-whisper's word timestamps (beam 5, no VAD filter). Files where one of them
+   differs from the stored end by more than 150 ms are listed; ``--inspect`` prints their envelope
+   tail (level and share of energy above 3 kHz per 10 ms window) for a judgement by eye.
 
 The stored values are never recomputed at run time; rerun this script only when the data changes.
 """

@@ -1,0 +1,129 @@
+"""The packaged bench recordings: files, format, licences and the stored speech bounds (checked on the audio)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from headstart.bench import data
+from headstart.bench.data import Recording, default_recording, recording, recordings, speech_dir
+
+WINDOW_S = 0.020
+
+
+def _levels_db(samples: np.ndarray, sample_rate: int) -> tuple[np.ndarray, np.ndarray]:
+    """20 ms RMS levels (dBFS, each window's mean removed so DC offset does not count) and window start times."""
+    w = int(WINDOW_S * sample_rate)
+    n = len(samples) // w
+    x = samples[: n * w].reshape(n, w).astype(np.float64)
+    x = x - x.mean(axis=1, keepdims=True)
+    return 20 * np.log10(np.sqrt((x * x).mean(axis=1)) + 1e-10), np.arange(n) * WINDOW_S
+
+
+ALL = recordings()
+
+
+def test_the_set_is_complete_and_names_are_unique():
+    assert len(ALL) == 52
+    assert len({r.name for r in ALL}) == len(ALL)
+    on_disk = {p.relative_to(speech_dir()).as_posix() for p in speech_dir().rglob("*.wav")}
+    assert on_disk == {r.relative_path for r in ALL}, "every WAV is listed and every listed WAV exists"
+    folders = {r.path.parent.name for r in ALL}
+    assert folders == {"pocketsphinx_librivox", "pocketsphinx_cards", "pocketsphinx_misc", "asterisk_allison_16k"}
+
+
+@pytest.mark.parametrize("rec", ALL, ids=lambda r: r.name)
+def test_file_is_16k_mono_and_bounds_are_consistent(rec: Recording):
+    assert rec.path.is_file()
+    info = sf.info(rec.path)
+    assert (info.samplerate, info.channels) == (16_000, 1)
+    assert rec.sample_rate == 16_000
+    assert rec.duration_s == pytest.approx(info.frames / info.samplerate, abs=0.001)
+    assert 0.0 < rec.speech_start_s < rec.speech_end_s <= rec.duration_s
+    assert rec.speech_end_s - rec.speech_start_s >= 0.3
+    assert rec.text.strip() and rec.source.strip() and rec.license.strip()
+
+
+@pytest.mark.parametrize("rec", ALL, ids=lambda r: r.name)
+def test_audio_outside_the_stored_speech_bounds_is_quiet(rec: Recording):
+    """Read the audio itself: past speech_end_s (+50 ms) and before speech_start_s (-50 ms) every 20 ms
+    window is >= 15 dB below the speech level (95th percentile inside the bounds), and the last 100 ms
+    before speech_end_s still holds speech (not a stored end placed far into the silence)."""
+    samples, rate = sf.read(rec.path, dtype="float32")
+    level, t = _levels_db(samples, rate)
+    inside = level[(t >= rec.speech_start_s) & (t + WINDOW_S <= rec.speech_end_s)]
+    speech_db = float(np.percentile(inside, 95))
+    tail = level[t >= rec.speech_end_s + 0.05]
+    head = level[t + WINDOW_S <= rec.speech_start_s - 0.05]
+    last = level[(t >= rec.speech_end_s - 0.1) & (t + WINDOW_S <= rec.speech_end_s)]
+    if len(tail):
+        assert tail.max() <= speech_db - 15.0, f"loud audio after speech_end_s={rec.speech_end_s}"
+        assert last.max() >= tail.max() + 3.0, "the 100 ms before speech_end_s is no louder than the tail"
+    else:
+        assert rec.duration_s - rec.speech_end_s < 0.07
+    if len(head):
+        assert head.max() <= speech_db - 15.0, f"loud audio before speech_start_s={rec.speech_start_s}"
+    assert last.max() >= speech_db - 35.0, "no speech in the 100 ms before speech_end_s"
+
+
+def test_stored_end_is_checked_for_real():
+    """The quiet-tail check above would catch a stored end placed inside the speech."""
+    rec = recording("librivox-0880")
+    samples, rate = sf.read(rec.path, dtype="float32")
+    level, t = _levels_db(samples, rate)
+    speech_db = float(np.percentile(level[(t >= rec.speech_start_s) & (t < rec.speech_end_s)], 95))
+    early_end = rec.speech_end_s - 0.5
+    assert level[t >= early_end + 0.05].max() > speech_db - 15.0
+
+
+def test_lookup_by_stem_file_name_and_relative_path():
+    rec = recording("librivox-0880")
+    assert rec.text == "he was not an ill disposed young man"
+    assert recording("librivox-0880.wav") is rec
+    assert recording("pocketsphinx_librivox/librivox-0880.wav") is rec
+    assert rec.relative_path == "pocketsphinx_librivox/librivox-0880.wav"
+
+
+def test_unknown_name_raises_key_error_listing_the_names():
+    with pytest.raises(KeyError) as excinfo:
+        recording("no-such-recording")
+    message = str(excinfo.value)
+    assert "no-such-recording" in message and "librivox-0880" in message and "goforward" in message
+
+
+def test_recording_is_frozen():
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        recording("goforward").text = "changed"  # type: ignore[misc]
+
+
+def test_default_recording_is_a_short_request():
+    rec = default_recording()
+    assert rec.name == data.DEFAULT_RECORDING_NAME == "goforward"
+    assert rec.text == "go forward ten meters"
+    assert rec.duration_s < 4.0
+
+
+def test_licences_and_attribution():
+    for rec in ALL:
+        folder = rec.path.parent.name
+        if folder == "asterisk_allison_16k":
+            assert rec.license.startswith("CC-BY-SA-3.0")
+            assert rec.attribution == "Recorded by Allison Smith (Asterisk core sounds)"
+        else:
+            assert rec.license.startswith("BSD-2-Clause")
+            assert rec.attribution == ""
+        if folder == "pocketsphinx_librivox":
+            assert "public-domain" in rec.license
+    readme = (speech_dir().parent / "README.md").read_text(encoding="utf-8")
+    assert "Recorded by Allison Smith (Asterisk core sounds)" in readme
+    assert "CC-BY-SA-3.0" in readme and "BSD-2-Clause" in readme and "speech_end_s" in readme
+
+
+def test_read_gives_float32_mono_in_range():
+    samples = recording("cards_001").read()
+    assert samples.dtype == np.float32 and samples.ndim == 1
+    assert len(samples) == pytest.approx(recording("cards_001").duration_s * 16_000, abs=16)  # duration_s is stored to 1 ms
+    assert 0.05 < np.abs(samples).max() <= 1.0
