@@ -61,7 +61,8 @@ class Sampler:
             raise ValueError(f"expected logits of shape [vocab], got {tuple(logits.shape)}")
         if self.sampling.greedy:
             return int(torch.argmax(logits))
-        probs = torch.softmax(logits.float() / self.sampling.temperature, dim=-1)
+        # On the CPU, where the generator lives: the same seed gives the same tokens on any device.
+        probs = torch.softmax(logits.detach().float().cpu() / self.sampling.temperature, dim=-1)
         if self.sampling.top_p < 1.0:
             sorted_probs, sorted_ids = torch.sort(probs, descending=True)
             cumulative = torch.cumsum(sorted_probs, dim=-1)
