@@ -292,3 +292,10 @@ def test_auto_dtype_is_bf16_only_where_the_cpu_computes_it_natively(engine):
     for bad in ("int7", "int8", "auto2"):
         with pytest.raises(ValueError, match="dtype"):
             resolve_dtype(bad)
+
+
+def test_from_config_names_an_unknown_model_clearly():
+    from headstart.models import ModelError
+
+    with pytest.raises(ModelError, match="unknown model"):
+        LLMEngine.from_config(LLMConfig(model="no-such-model-xyz"), ThreadPlan())

@@ -92,6 +92,15 @@ class LLMEngine:
         model.requires_grad_(False)
         return cls(model, tokenizer, config)
 
+    @classmethod
+    def from_config(cls, config: LLMConfig, threads: ThreadPlan) -> LLMEngine:
+        """`load` the model `config.model` names (a preset, a local folder or a prepared hub id).
+        Raises headstart.models.ModelNotPreparedError (its message names the prepare command) or
+        ModelError for an unknown name. Never downloads."""
+        from headstart.models import resolve_model
+
+        return cls.load(resolve_model(config.model), config, threads)
+
     # -- the sequence the cache holds ---------------------------------------------------------------
 
     @property
