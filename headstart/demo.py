@@ -44,11 +44,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "names; default: the bench data's default recording")
     parser.add_argument("--fast", action="store_true", help="stream the audio as fast as possible, "
                         "not at real-time pace (latencies then mean less)")
-    parser.add_argument("--asr", default=ASRConfig.model, help="ASR preset, folder or hub id")
-    parser.add_argument("--llm", default=LLMConfig.model, help="LLM preset, folder or hub id")
-    parser.add_argument("--tts", default=TTSConfig.engine, help="TTS engine: piper-joe, espeak or a .onnx voice")
-    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig.max_new_tokens)
-    parser.add_argument("--torch-threads", type=int, default=ThreadPlan.torch_threads)
+    parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
+    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
+    parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine: piper-joe, espeak or a .onnx voice")
+    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
 

@@ -1,0 +1,139 @@
+"""The main job end to end, as a user runs it: `headstart demo` on real recordings with the small models."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from headstart.audio import read_wav, write_wav
+from headstart.bench import data
+from headstart.bench.wer import normalize_text, word_error_rate
+
+TEST_LLM = "smollm2-135m"
+
+
+def run_demo(*args: str, env: dict | None = None, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "headstart", "demo", *args],
+        capture_output=True, text=True, timeout=timeout, env=env or os.environ.copy(),
+    )
+
+
+def last_json(stdout: str) -> dict:
+    lines = [line for line in stdout.strip().splitlines() if line.strip()]
+    assert lines, "the demo printed nothing"
+    return json.loads(lines[-1])
+
+
+@pytest.mark.slow
+def test_demo_answers_a_real_recording_by_voice(tmp_path):
+    rec = data.default_recording()
+    out = tmp_path / "reply.wav"
+    result = run_demo(rec.name, "--fast", "--llm", TEST_LLM, "--max-new-tokens", "40", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = last_json(result.stdout)
+
+    assert word_error_rate(rec.text, summary["transcript"]) <= 0.20, summary["transcript"]
+    assert summary["reply"].strip()
+    assert summary["models"]["llm"] == TEST_LLM
+    for key in ("speech_end_to_final_s", "speech_end_to_first_token_s", "voice_to_voice_s",
+                "ttft_s", "tts_ttfa_s"):
+        assert isinstance(summary[key], float), key
+    assert summary["ttft_s"] > 0 and summary["voice_to_voice_s"] > summary["ttft_s"] * 0
+    assert "user:" in result.stdout and "assistant:" in result.stdout
+
+    import soundfile as sf
+
+    info = sf.info(str(out))
+    assert info.samplerate == 22050 and info.frames / info.samplerate >= 0.5
+
+    # The TTS really spoke the reply: whisper hears at least half of its words.
+    from headstart.config import ASRConfig
+    from headstart.models import resolve_model
+    from headstart.voice.asr import WhisperASR
+
+    asr = WhisperASR(resolve_model("whisper-tiny.en"), ASRConfig(), cpu_threads=1)
+    heard = set(normalize_text(asr.transcribe(read_wav(out)).text).split())
+    said = normalize_text(summary["reply"]).split()
+    assert said
+    recovered = sum(word in heard for word in said) / len(said)
+    assert recovered >= 0.5, (summary["reply"], heard)
+
+
+@pytest.mark.slow
+def test_demo_two_files_are_two_turns_of_one_conversation(tmp_path):
+    first, second = data.recordings()[0], data.default_recording()
+    out = tmp_path / "reply.wav"
+    result = run_demo(first.name, second.name, "--fast", "--llm", TEST_LLM,
+                      "--max-new-tokens", "16", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = last_json(result.stdout)
+    assert [turn["file"] for turn in summary["turns"]] == [first.name, second.name]
+    assert summary["transcript"] == summary["turns"][0]["transcript"]
+    for turn in summary["turns"]:
+        assert turn["reply"].strip()
+        assert turn["voice_to_voice_s"] is not None
+
+
+@pytest.mark.slow
+def test_demo_on_silence_gives_no_transcript_and_no_reply(tmp_path):
+    wav = tmp_path / "silence.wav"
+    write_wav(wav, np.zeros(16000 * 3, dtype=np.float32), 16000)
+    out = tmp_path / "reply.wav"
+    result = run_demo(str(wav), "--fast", "--llm", TEST_LLM, "--out", str(out))
+    assert result.returncode == 0, result.stderr[-3000:]
+    summary = last_json(result.stdout)
+    assert summary["transcript"] == "" and summary["reply"] == ""
+    assert summary["voice_to_voice_s"] is None
+    assert not out.exists()
+
+
+def test_demo_rejects_a_file_that_is_not_audio(tmp_path):
+    bad = tmp_path / "notes.wav"
+    bad.write_text("this is not audio at all")
+    result = run_demo(str(bad), "--llm", TEST_LLM)
+    assert result.returncode == 2
+    assert "notes.wav" in result.stderr and "not a readable audio file" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_demo_rejects_empty_audio(tmp_path):
+    empty = tmp_path / "empty.wav"
+    write_wav(empty, np.zeros(0, dtype=np.float32), 16000)
+    result = run_demo(str(empty), "--llm", TEST_LLM)
+    assert result.returncode == 2
+    assert "no audio" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_demo_missing_file_is_a_clear_error(tmp_path):
+    result = run_demo(str(tmp_path / "nope.wav"))
+    assert result.returncode == 2
+    assert "nope.wav" in result.stderr and "Traceback" not in result.stderr
+
+
+def test_demo_missing_model_names_the_prepare_command(tmp_path):
+    env = {**os.environ, "HEADSTART_CACHE": str(tmp_path / "empty-cache")}
+    result = run_demo("--llm", TEST_LLM, env=env, timeout=120)
+    assert result.returncode == 1
+    assert "headstart models prepare" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_stereo_44k_input_is_accepted(tmp_path):
+    rec = data.default_recording()
+    mono = read_wav(rec.path, sample_rate=44100)
+    stereo = np.stack([mono, mono], axis=1)
+    path = tmp_path / "stereo.wav"
+    write_wav(path, stereo, 44100)
+    from headstart.demo import load_turns
+
+    (turn,) = load_turns([str(path)])
+    assert turn.samples.ndim == 1
+    assert abs(turn.samples.shape[0] / 16000 - rec.duration_s) < 0.01
+    assert turn.speech_end_s is None  # not a bench file: the VAD's end of speech is used
