@@ -49,6 +49,18 @@ def _assert_logits_close(a: torch.Tensor, b: torch.Tensor, rel: float) -> None:
     assert float((a - b).abs().max()) <= rel * float(b.abs().max())
 
 
+def test_numpy_and_torch_integer_ids_are_accepted(fresh):
+    import numpy as np
+
+    ids = _prompt(fresh, PROMPTS[2])
+    reference = fresh.prefill(ids)
+    fresh.reset()
+    _assert_logits_close(fresh.prefill(np.array(ids)), reference, rel=0.0)
+    assert fresh.tokens == tuple(ids) and all(type(t) is int for t in fresh.tokens)
+    fresh.reset()
+    _assert_logits_close(fresh.prefill(torch.tensor(ids)), reference, rel=0.0)
+
+
 def test_common_prefix_len():
     assert common_prefix_len([], [1]) == 0
     assert common_prefix_len([1, 2, 3], [1, 2, 3]) == 3
@@ -228,6 +240,8 @@ def test_tiny_top_p_is_greedy(fresh):
         lambda e: e.prefill([1, -1]),
         lambda e: e.prefill([1, 10**9]),
         lambda e: e.prefill([1, 2.0]),
+        lambda e: e.prefill([1, True]),
+        lambda e: e.decode(None),
         lambda e: e.prefill(list(range(5)) * 2000),  # beyond the 8192-position context
         lambda e: e.verify([1, 2]),  # nothing to extend
         lambda e: e.generate([1, 2], max_new_tokens=-1),

@@ -11,6 +11,7 @@ Not thread-safe: use one engine from one thread (the "llm" executor, see stream.
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -113,7 +114,8 @@ class LLMEngine:
         return len(self._tokens)
 
     def crop(self, num_tokens: int) -> None:
-        """Roll the cache back to its first `num_tokens` positions. ValueError outside [0, num_tokens]."""
+        """Roll the cache back to its first `num_tokens` positions (0 empties it). ValueError for a
+        count outside [0, self.num_tokens]: a rollback never grows the cache or counts from the end."""
         self._cache.crop_to(num_tokens)
         del self._tokens[num_tokens:]
 
@@ -166,7 +168,7 @@ class LLMEngine:
 
         if len(self._cache) != len(self._tokens):
             self.reset()
-            raise LLMError("the KV cache no longer matches its tokens (changed outside the engine); reset it")
+            raise LLMError("the KV cache no longer matches its tokens (changed outside the engine); it was reset")
         kwargs: dict[str, Any] = {self._cache_kw: self._cache.raw, "use_cache": True}
         if self._logits_to_keep:
             kwargs["logits_to_keep"] = logits_to_keep
@@ -187,9 +189,13 @@ class LLMEngine:
     def _check_ids(self, ids: Sequence[int], what: str) -> list[int]:
         out = []
         for token in ids:
-            if isinstance(token, bool) or not isinstance(token, int) or not 0 <= token < self.vocab_size:
+            try:  # ints, numpy and 0-d torch integers; not floats, not bools
+                value = operator.index(token) if not isinstance(token, bool) else None
+            except TypeError:
+                value = None
+            if value is None or not 0 <= value < self.vocab_size:
                 raise ValueError(f"{what} must be ints in [0, {self.vocab_size}), got {token!r}")
-            out.append(token)
+            out.append(value)
         return out
 
     def _check_context(self, num_positions: int) -> None:
