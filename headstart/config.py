@@ -47,6 +47,10 @@ class ASRConfig:
     no_speech_threshold: float = 0.6  # drop a segment above this no-speech probability ...
     log_prob_threshold: float = -1.0  # ... if its average token log-probability is also below this
     compression_ratio_threshold: float = 2.4  # drop a segment that compresses better (repetition loop)
+    # FinalTranscript text: False = committed words + the final pass' words beyond them (never
+    # contradicts a partial); True = the final pass' own full hypothesis (more accurate: early words
+    # committed from short audio can be wrong; the session must then roll back what it prefilled)
+    final_redecode: bool = False
     device: str = "cpu"
 
 

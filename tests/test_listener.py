@@ -86,12 +86,12 @@ class EnergyASR:
         return Transcription(tuple(words), join_words(words), 0.0, -0.1, samples.shape[0] / SR)
 
 
-def make_listener(asr, executor, silence_s=0.5, max_turn_s=30.0, min_new_audio_s=0.4) -> Listener:
+def make_listener(asr, executor, silence_s=0.5, max_turn_s=30.0, min_new_audio_s=0.4, final_redecode=False) -> Listener:
     return Listener(
         SileroVAD(VADConfig()),
         asr,
         Endpointer(EndpointConfig(silence_s=silence_s, max_turn_s=max_turn_s)),
-        ASRConfig(min_new_audio_s=min_new_audio_s),
+        ASRConfig(min_new_audio_s=min_new_audio_s, final_redecode=final_redecode),
         executor,
     )
 
@@ -202,6 +202,30 @@ def test_a_partial_that_heard_the_whole_utterance_becomes_the_final_without_anot
     # a pass after every frame: when the VAD reports the end, the last one already covered it
     assert all(abs(offset + duration - ended.audio_s) > 1e-6 for offset, duration, _ in asr.calls)
     assert next(e for e in events if isinstance(e, FinalTranscript)).text
+
+
+class EarlyMistakeASR(EnergyASR):
+    """Mishears the first word while it has under 1.5 s of audio (as tiny.en does with little context)."""
+
+    def transcribe(self, samples, offset_s=0.0):
+        result = super().transcribe(samples, offset_s)
+        if not result.words:
+            return result
+        first = result.words[0]
+        words = (Word(" how" if samples.shape[0] < 1.5 * SR else " had", first.start_s, first.end_s),) + result.words[1:]
+        return Transcription(words, join_words(words), 0.0, -0.1, result.audio_s)
+
+
+@pytest.mark.parametrize("final_redecode", [False, True])
+def test_final_text_keeps_committed_words_or_takes_the_full_redecode(sentence, executor, final_redecode):
+    audio = np.concatenate([sentence, silence(1.0)])
+    listener = make_listener(EarlyMistakeASR(), executor, final_redecode=final_redecode)
+    events = asyncio.run(run_listener(listener, audio))
+    partials = [e for e in events if isinstance(e, PartialTranscript)]
+    final = next(e for e in events if isinstance(e, FinalTranscript))
+    assert partials[-1].committed.startswith("how")  # committed early, never changed
+    assert final.text.split()[0] == ("had" if final_redecode else "how")
+    assert final.text.split()[1:] == partials[-1].text.split()[1:]
 
 
 def test_pause_shorter_than_silence_s_is_one_utterance(sentence, executor):

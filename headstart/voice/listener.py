@@ -16,8 +16,8 @@ Events, in the order a consumer sees them for one utterance:
   pass started as soon as the VAD reports the end (not at the end-of-turn decision), or one already
   running or finished that heard it all (the VAD decides the end `min_silence_s` after the speech, so
   the latest partial often covers it and the final costs no extra pass). The FinalTranscript is the
-  committed words plus that pass' words beyond them (committed text is never contradicted); it covers
-  the utterance up to `audio_end_s`.
+  committed words plus that pass' words beyond them (committed text is never contradicted), or with
+  `ASRConfig.final_redecode` that pass' own full hypothesis; it covers the utterance up to `audio_end_s`.
 * If speech resumes before the end of turn, the utterance continues: a SpeechStarted follows, the audio
   of both parts is one utterance, and a later FinalTranscript covers all of it (a final pass still
   running when speech resumes is demoted to a partial and yields no FinalTranscript).
@@ -47,6 +47,7 @@ from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, Spee
 from headstart.voice.agreement import LocalAgreement
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.vad import VAD
+from headstart.voice.words import join_words
 
 ListenerEvent = SpeechStarted | SpeechEnded | PartialTranscript | FinalTranscript | EndOfTurn
 
@@ -99,6 +100,7 @@ class _Utterance:
     end_of_turn: EndOfTurn | None = None  # set once the endpointer decided
     last_pass_end: int = 0  # audio end of the last pass started
     covered: int = -1  # audio end of the last pass finished: the agreement's newest hypothesis
+    newest_words: tuple = ()  # that pass' words
     last_partial: tuple[str, str] = field(default=("", ""))
     outbox: list[object] = field(default_factory=list)  # events held while an older utterance finishes
 
@@ -319,7 +321,9 @@ class Listener:
         self._task = None
         agreement = utterance.agreement
         agreement.push(result.words)
-        utterance.covered = max(utterance.covered, stop)
+        if stop >= utterance.covered:
+            utterance.covered = stop
+            utterance.newest_words = tuple(result.words)
         if utterance.end is not None and utterance.final_text is None and utterance.covered >= utterance.end:
             self._finalize(utterance)
         else:  # a partial (a final pass overtaken by resumed speech lands here too: its end moved on)
@@ -333,7 +337,10 @@ class Listener:
     def _finalize(self, utterance: _Utterance) -> None:
         """The newest hypothesis covers the whole utterance: commit it and emit the FinalTranscript."""
         utterance.agreement.flush()
-        utterance.final_text = utterance.agreement.committed_text
+        if self._config.final_redecode and utterance.newest_words:
+            utterance.final_text = join_words(utterance.newest_words)
+        else:
+            utterance.final_text = utterance.agreement.committed_text
         self._emit(utterance, FinalTranscript(utterance.final_text, utterance.end / SAMPLE_RATE_HZ))
         self._finish_if_done(utterance)
 
