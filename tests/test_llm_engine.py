@@ -216,12 +216,12 @@ def test_verify_matches_step_by_step_decode(fresh):
 def test_sampling_is_reproducible_for_a_seed(fresh):
     ids = _prompt(fresh, PROMPTS[1])
     hot = Sampling(temperature=1.0, top_p=0.95, seed=1234)
-    first = list(fresh.generate(ids, max_new_tokens=20, sampling=hot))
-    again = list(fresh.generate(ids, max_new_tokens=20, sampling=hot))
+    first = list(fresh.generate(ids, max_new_tokens=10, sampling=hot))
+    again = list(fresh.generate(ids, max_new_tokens=10, sampling=hot))
     assert first == again
     others = [
-        list(fresh.generate(ids, max_new_tokens=20, sampling=Sampling(temperature=1.0, seed=seed)))
-        for seed in (1, 2, 3)
+        list(fresh.generate(ids, max_new_tokens=10, sampling=Sampling(temperature=1.0, seed=seed)))
+        for seed in (1, 2)
     ]
     assert any(other != first for other in others)
 
