@@ -1,0 +1,82 @@
+"""The wire protocol: every bad client frame is a ProtocolError with a stable code and a clear message."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from headstart.protocol import (
+    CLIENT_TYPES,
+    SERVER_TYPES,
+    ProtocolError,
+    error_event,
+    parse_audio,
+    parse_client_text,
+    server_event,
+)
+
+
+def code_of(text) -> str:
+    with pytest.raises(ProtocolError) as info:
+        parse_client_text(text)
+    assert info.value.message  # always a human explanation too
+    return info.value.code
+
+
+@pytest.mark.parametrize("text, code", [
+    ("{not json", "malformed_json"),
+    ("", "malformed_json"),
+    ('{"type": "input.commit", "x": NaN}', "malformed_json"),
+    ("[1, 2]", "not_an_object"),
+    ('"session.start"', "not_an_object"),
+    ("{}", "missing_type"),
+    ('{"type": "reply.explode"}', "unknown_type"),
+    ('{"type": 7}', "unknown_type"),
+    ('{"type": "session.started"}', "unknown_type"),  # a server event sent by the client
+    ('{"type": "session.start", "sample_rate": 44100}', "unsupported_rate"),
+    ('{"type": "session.start", "sample_rate": "16000"}', "invalid_field"),
+    ('{"type": "session.start", "sample_rate": true}', "invalid_field"),
+    ('{"type": "session.start", "format": "f32le"}', "unsupported_format"),
+    ('{"type": "playback.position", "position_ms": 10}', "invalid_field"),
+    ('{"type": "playback.position", "reply_id": "r1", "position_ms": -1}', "invalid_field"),
+    ('{"type": "playback.position", "reply_id": "r1", "position_ms": "10"}', "invalid_field"),
+    ('{"type": "playback.position", "reply_id": "r1", "position_ms": 1e400}', "invalid_field"),
+    ('{"type": "playback.position", "reply_id": "", "position_ms": 1}', "invalid_field"),
+])
+def test_bad_text_frames_have_codes(text, code):
+    assert code_of(text) == code
+
+
+def test_deeply_nested_json_is_malformed_not_a_crash():
+    assert code_of("[" * 100_000 + "]" * 100_000) in ("malformed_json", "not_an_object")
+
+
+def test_valid_messages_parse_and_drop_unknown_fields():
+    msg = parse_client_text('{"type": "session.start", "sample_rate": 16000, "model": "/etc/passwd"}')
+    assert msg.type == "session.start" and msg.fields == {"sample_rate": 16000}
+    pos = parse_client_text(b'{"type": "playback.position", "reply_id": "r3", "position_ms": 1500.5}')
+    assert pos.get("reply_id") == "r3" and pos.get("position_ms") == 1500.5
+    for kind in CLIENT_TYPES - {"playback.position"}:
+        assert parse_client_text(json.dumps({"type": kind})).type == kind
+
+
+def test_pcm16_frames():
+    samples = parse_audio(np.array([0, 16384, -32768, 32767], dtype="<i2").tobytes())
+    assert samples.dtype == np.float32
+    np.testing.assert_allclose(samples, [0.0, 0.5, -1.0, 32767 / 32768])
+    assert parse_audio(b"").shape == (0,)
+    with pytest.raises(ProtocolError) as info:
+        parse_audio(b"\x00\x01\x02")
+    assert info.value.code == "odd_byte_length" and "3 bytes" in info.value.message
+
+
+def test_server_events_are_json_with_a_known_type():
+    assert json.loads(server_event("turn.end", audio_ms=12.0)) == {"type": "turn.end", "audio_ms": 12.0}
+    assert json.loads(error_event("busy", "full"))["type"] == "error"
+    assert "error" in SERVER_TYPES
+    with pytest.raises(ValueError):
+        server_event("made.up")
+    with pytest.raises(ValueError):
+        server_event("metrics.turn", x=float("nan"))  # never invalid JSON on the wire

@@ -1,0 +1,236 @@
+"""Turn-taking as a plain state machine on a FakeClock with scripted events; echo and heard text."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from headstart.bench import data
+from headstart.clock import FakeClock
+from headstart.session import (
+    AgentState,
+    EchoDetector,
+    Interrupt,
+    Pause,
+    Resume,
+    StartReply,
+    TurnTaking,
+    UserState,
+    content_words,
+    heard_text,
+    is_echo_text,
+    normalized_xcorr_peak,
+)
+
+
+def speaking_agent(clock: FakeClock, audio_s: float = 3.0, finished: bool = True) -> TurnTaking:
+    tt = TurnTaking(clock)
+    assert tt.end_of_turn("what time is it") == [StartReply("what time is it")]
+    tt.reply_started("r1")
+    assert tt.agent is AgentState.THINKING
+    tt.audio_sent(audio_s)
+    if finished:
+        tt.audio_done()
+    assert tt.agent is AgentState.SPEAKING
+    return tt
+
+
+def test_states_through_a_plain_turn():
+    clock = FakeClock()
+    tt = TurnTaking(clock)
+    assert (tt.user, tt.agent) == (UserState.LISTENING, AgentState.LISTENING)
+    assert tt.speech_started() == []
+    assert tt.user is UserState.SPEAKING
+    tt.speech_ended()
+    assert tt.final("what time is it") == []
+    assert tt.end_of_turn("what time is it") == [StartReply("what time is it")]
+    tt.reply_started("r1")
+    assert tt.agent is AgentState.THINKING
+    tt.audio_sent(2.0)
+    tt.audio_done()
+    assert tt.agent is AgentState.SPEAKING
+    clock.advance(1.0)
+    assert tt.played_s() == pytest.approx(1.0)
+    clock.advance(1.01)
+    assert tt.agent is AgentState.LISTENING  # the client has played it all
+
+
+def test_barge_in_with_words_interrupts_at_the_heard_position():
+    clock = FakeClock()
+    tt = speaking_agent(clock)
+    clock.advance(1.2)
+    assert tt.speech_started() == [Pause("r1")]
+    assert tt.paused
+    clock.advance(0.5)  # paused: the position stays where playback stopped
+    assert tt.played_s() == pytest.approx(1.2)
+    assert tt.words("uh") == []  # a filler confirms nothing
+    (action,) = tt.words("wait, stop")
+    assert isinstance(action, Interrupt) and action.reply_id == "r1" and action.reason == "barge_in"
+    assert action.played_s == pytest.approx(1.2)
+    assert tt.agent is AgentState.LISTENING and not tt.paused
+    tt.speech_ended()
+    assert tt.final("wait, stop") == []
+    assert tt.end_of_turn("wait, stop") == [StartReply("wait, stop")]  # the interruption is a turn
+
+
+def test_client_reports_move_the_position():
+    clock = FakeClock()
+    tt = speaking_agent(clock)
+    clock.advance(1.0)
+    tt.playback_position("r1", 0.4)  # the client started late
+    clock.advance(0.1)
+    assert tt.played_s() == pytest.approx(0.5)
+    tt.playback_position("other", 2.9)  # a stale reply's report is ignored
+    assert tt.played_s() == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("final", ["", "Mm-hmm.", "[cough]", "(coughs) hmm"])
+def test_false_barge_in_resumes_and_is_no_turn(final):
+    clock = FakeClock()
+    tt = speaking_agent(clock)
+    clock.advance(0.5)
+    assert tt.speech_started() == [Pause("r1")]
+    clock.advance(0.3)
+    tt.speech_ended()
+    assert tt.final(final) == [Resume("r1")]
+    assert not tt.paused and tt.agent is AgentState.SPEAKING
+    assert tt.played_s() == pytest.approx(0.5)
+    clock.advance(0.25)
+    assert tt.played_s() == pytest.approx(0.75)  # playing again from where it paused
+    assert tt.end_of_turn(final) == []  # a backchannel gets no reply
+
+
+def test_barge_in_before_the_first_audio_holds_then_interrupts():
+    clock = FakeClock()
+    tt = TurnTaking(clock)
+    tt.end_of_turn("hello")
+    tt.reply_started("r1")
+    clock.advance(0.2)
+    assert tt.speech_started() == [Pause("r1")]  # thinking: nothing may start playing now
+    (action,) = tt.final("actually, never mind")
+    assert isinstance(action, Interrupt) and action.played_s == 0.0
+
+
+def test_paused_reply_resumes_by_itself_when_no_verdict_comes():
+    clock = FakeClock()
+    tt = speaking_agent(clock)
+    tt.speech_started()
+    tt.speech_ended()
+    clock.advance(tt.max_pause_s - 0.01)
+    assert tt.poll() == []
+    clock.advance(0.02)
+    assert tt.poll() == [Resume("r1")]
+    assert tt.end_of_turn("") == []
+
+
+def test_echo_starts_no_pause_and_no_turn_but_talking_over_it_does():
+    clock = FakeClock()
+    reply = "It is three o'clock in the afternoon."
+    tt = speaking_agent(clock)
+    assert tt.speech_started(echo=True) == []
+    assert tt.words("It is three o'clock", reply) == []
+    tt.speech_ended()
+    assert tt.final("It is three o'clock in the", reply) == []
+    assert tt.end_of_turn("It is three o'clock in the") == []
+    # the user talks over the echo: words that are not the reply's
+    tt.speech_started(echo=True)
+    (action,) = tt.words("no I asked about the weather", reply)
+    assert isinstance(action, Interrupt)
+
+
+def test_echo_is_not_considered_while_thinking():
+    clock = FakeClock()
+    tt = TurnTaking(clock)
+    tt.end_of_turn("hi")
+    tt.reply_started("r1")
+    assert tt.speech_started(echo=True) == [Pause("r1")]  # nothing is playing: it cannot be echo
+
+
+def test_new_turn_while_speaking_interrupts_first():
+    clock = FakeClock()
+    tt = speaking_agent(clock)
+    tt.utterance = None  # as if speech began before the reply (a turn the VAD never split)
+    actions = tt.end_of_turn("and tomorrow")
+    assert [type(a) for a in actions] == [Interrupt, StartReply]
+
+
+def test_client_interrupt_and_clear():
+    clock = FakeClock()
+    tt = TurnTaking(clock)
+    assert tt.interrupt() == []  # nothing to stop
+    tt = speaking_agent(clock)
+    tt.speech_started()
+    assert tt.cleared() == [Resume("r1")]
+    (action,) = tt.interrupt()
+    assert action.reason == "client"
+    assert tt.interrupt() == []  # idempotent
+
+
+def test_instant_playback_mode_counts_audio_as_played_when_sent():
+    clock = FakeClock()
+    tt = TurnTaking(clock, realtime_playback=False)
+    tt.end_of_turn("x")
+    tt.reply_started("r1")
+    tt.audio_sent(5.0)
+    tt.audio_done()
+    assert tt.agent is AgentState.LISTENING
+
+
+def test_content_words_and_echo_text():
+    assert content_words("Mm-hmm. Uh, [cough] (laughs)") == []
+    assert content_words("Hmm, what's the TIME?") == ["what's", "the", "time"]
+    assert is_echo_text("three o'clock", "It is three o'clock.")
+    assert not is_echo_text("stop please", "It is three o'clock.")
+    assert is_echo_text("", "anything")
+
+
+def test_heard_text_cuts_at_the_playback_position():
+    chunks = [("It is three o'clock.", 1.0), ("Have a nice day, my friend.", 2.0)]
+    assert heard_text(chunks, 0.0) == ""
+    assert heard_text(chunks, 0.5) == "It is"
+    assert heard_text(chunks, 1.0) == "It is three o'clock."
+    assert heard_text(chunks, 2.0) == "It is three o'clock. Have a nice"
+    assert heard_text(chunks, 9.0) == "It is three o'clock. Have a nice day, my friend."
+    assert heard_text([], 3.0) == ""
+
+
+def test_normalized_xcorr_finds_a_delayed_scaled_copy():
+    rng = np.random.default_rng(0)
+    ref = rng.standard_normal(16000).astype(np.float32)
+    x = 0.2 * ref[3000:11000]
+    assert normalized_xcorr_peak(x, ref) == pytest.approx(1.0, abs=1e-4)
+    assert normalized_xcorr_peak(rng.standard_normal(8000).astype(np.float32), ref) < 0.1
+    assert normalized_xcorr_peak(np.zeros(800, np.float32), ref) == 0.0
+
+
+def room_echo(played: np.ndarray, delay_s: float, gain: float, rng) -> np.ndarray:
+    """The reply through a speaker into a mic: delayed, quieter, a short decaying room response, noise."""
+    impulse = np.zeros(1600, dtype=np.float32)
+    impulse[0] = 1.0
+    taps = rng.integers(40, 1600, size=12)
+    impulse[taps] = rng.uniform(-0.4, 0.4, size=12) * np.exp(-taps / 500)
+    wet = np.convolve(played, impulse)[: played.shape[0]]
+    delayed = np.concatenate([np.zeros(int(delay_s * 16000), np.float32), wet])[: played.shape[0]]
+    return (gain * delayed + 0.003 * rng.standard_normal(played.shape[0])).astype(np.float32)
+
+
+def test_echo_detector_on_real_speech():
+    rng = np.random.default_rng(1)
+    reply = data.recording("librivox-0880").read()[:16000 * 4]  # stands in for the reply's voice
+    user = data.recording("cards_001").read()[:16000 * 2]
+    echo = room_echo(reply, delay_s=0.12, gain=0.3, rng=rng)
+    detector = EchoDetector()
+    detector.push_played(reply[: 16000 * 3])
+    detector.push_mic(echo[24000:32000])  # the mic at playback position 2.0 s
+    assert detector.similarity(played_s=2.0) >= 0.5
+    assert detector.is_echo(played_s=2.0)
+
+    other = EchoDetector()
+    other.push_played(reply[: 16000 * 3])
+    other.push_mic(user[8000:16000])
+    assert other.similarity(played_s=2.0) < 0.2
+    # the user speaking over the echo is louder than it: no longer an echo
+    mixed = EchoDetector()
+    mixed.push_played(reply[: 16000 * 3])
+    mixed.push_mic(echo[24000:32000] + 3 * user[8000:16000])
+    assert not mixed.is_echo(played_s=2.0)
