@@ -52,10 +52,10 @@ def test_punctuation_and_case_changes_do_not_block_agreement_or_duplicate_words(
     la = LocalAgreement(n=2)
     la.push(hyp("He was not"))
     la.push(hyp("he was not."))
-    assert la.committed_text == "he was not."  # agreed ignoring case/punctuation; newest spelling kept
+    assert la.committed_text == "he was"  # agreed ignoring case/punctuation; "not." held back (last)
     la.push(hyp("He was, not an ill"))
     la.push(hyp("He was not an ill disposed"))
-    assert la.committed_text == "he was not. an ill"
+    assert la.committed_text == "he was not an ill"
 
 
 def test_committed_words_are_spelt_as_in_the_hypothesis_that_heard_most_after_them():
@@ -64,6 +64,15 @@ def test_committed_words_are_spelt_as_in_the_hypothesis_that_heard_most_after_th
     la.push(hyp("He was not."))  # the newest is shorter here: its "not." is a cut-off
     assert la.committed_text == "He was not"
     assert la.pending_text == ""
+
+
+def test_the_last_word_waits_for_a_following_word_and_takes_its_in_sentence_spelling():
+    la = LocalAgreement(n=2)
+    la.push(hyp("unless to be rather selfish."))
+    la.push(hyp("unless to be rather selfish."))
+    assert la.committed_text == "unless to be rather" and la.pending_text == "selfish."
+    la.push(hyp("unless to be rather selfish, is"))
+    assert la.committed_text == "unless to be rather selfish,"
 
 
 def test_rewritten_earlier_words_are_matched_by_time_and_overlap():
@@ -101,18 +110,20 @@ def test_n3_needs_three_agreeing_hypotheses_and_n1_commits_at_once():
     assert la3.committed_text == "he was"
     la1 = LocalAgreement(n=1)
     la1.push(hyp("he was"))
-    assert la1.committed_text == "he was" and la1.pending_text == ""
+    assert la1.committed_text == "he" and la1.pending_text == "was"
+    la1.flush()
+    assert la1.committed_text == "he was"
 
 
 def test_shrinking_hypothesis_never_removes_committed_words():
     la = LocalAgreement(n=2)
     la.push(hyp("he was not an"))
     la.push(hyp("he was not an"))
-    assert la.committed_text == "he was not an"
+    assert la.committed_text == "he was not"  # "an" held back: nothing heard after it yet
     la.push(hyp("he was"))
     la.push(hyp(""))
-    la.flush()
-    assert la.committed_text == "he was not an"
+    la.flush()  # the newest hypothesis withdrew "an": it is never committed
+    assert la.committed_text == "he was not"
 
 
 def test_reset_and_empty_hypotheses():
@@ -121,11 +132,12 @@ def test_reset_and_empty_hypotheses():
     assert la.committed_end_s is None
     la.push(hyp("he was"))
     la.push(hyp("he was"))
-    assert la.committed_end_s == pytest.approx(0.55)
+    assert la.committed_end_s == pytest.approx(0.25)  # "he" (0-0.25 s); "was" held back
     la.reset()
     assert la.committed == () and la.pending == () and la.committed_text == ""
     la.push(hyp("young man"))
     la.push(hyp("young man"))
+    la.flush()
     assert la.committed_text == "young man"
 
 

@@ -4,7 +4,9 @@ Source: D. Macháček, R. Dabre, O. Bojar, "Turning Whisper into Real-Time Trans
 IJCNLP-AACL 2023 (whisper_streaming's `HypothesisBuffer`). The utterance is re-transcribed as audio
 grows; a word is *committed* once the last n hypotheses agree on it (their longest common prefix beyond
 what is already committed). Committed words never change, repeat or disappear; the rest of the newest
-hypothesis is *pending*. Words are compared without case or punctuation.
+hypothesis is *pending*. Words are compared without case or punctuation. One refinement: the last word
+of the hypotheses is not committed until a word follows it (or the utterance ends), so it is committed
+with its in-sentence spelling rather than the cut-off one ("selfish." -> "selfish,").
 """
 
 from __future__ import annotations
@@ -64,6 +66,10 @@ class LocalAgreement:
         # spell the agreed words as the hypothesis that heard most after them: a hypothesis ending on
         # a word often marks it as cut off ("not." / "an...")
         source = max(reversed(tails), key=len)
+        if agreed == len(source):
+            # nothing was heard after the last agreed word yet: hold it back (Whisper ends every
+            # hypothesis with "." or "..."); it is committed once a word follows it, or at flush
+            agreed -= 1
         new = source[:agreed]
         self._committed.extend(new)
         self._pending = newest[agreed:]
