@@ -9,7 +9,14 @@ TORCH_SPEC ?= torch==2.13.0
 DEMO_MODELS := whisper-tiny.en qwen2.5-coder-0.5b piper-joe
 TEST_MODELS := whisper-tiny.en smollm2-135m piper-joe
 
-.PHONY: setup demo test test-quick models-demo models-test clean
+# The optional coqui-tts environment (design.md §3a): its own torch/torchaudio, talked to through
+# headstart/tts/coqui_worker.py. ~6 min and 6.3 GB here; not a prerequisite of `test`.
+COQUI_VENV ?= .venv-coqui
+COQUI_PY := $(COQUI_VENV)/bin/python
+COQUI_STAMP := $(COQUI_VENV)/.coqui-installed
+COQUI_REQS := headstart/tts/coqui-requirements.txt
+
+.PHONY: setup demo test test-quick models-demo models-test clean coqui-env test-coqui clean-coqui
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -39,3 +46,19 @@ test-quick: models-test
 
 clean:
 	rm -rf $(VENV) build *.egg-info
+
+$(COQUI_STAMP): $(COQUI_REQS)
+	test -x $(COQUI_PY) || $(PYTHON) -m venv $(COQUI_VENV)
+	$(COQUI_PY) -m pip install --quiet --upgrade pip
+	$(COQUI_PY) -m pip install -r $(COQUI_REQS)
+	$(COQUI_PY) -c "import TTS, torchaudio, six; from TTS.utils.synthesizer import Synthesizer"
+	touch $(COQUI_STAMP)
+
+coqui-env: $(COQUI_STAMP)
+
+# The coqui tests with tiny random-weight VITS/XTTS models built in the coqui env (the output is noise).
+test-coqui: $(STAMP) $(COQUI_STAMP)
+	HEADSTART_COQUI_PYTHON=$(abspath $(COQUI_PY)) $(PY) -m pytest tests/test_tts_coqui.py $(PYTEST_ARGS)
+
+clean-coqui:
+	rm -rf $(COQUI_VENV)
