@@ -1,4 +1,4 @@
-"""The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`."""
+"""The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`, `serve`."""
 
 from __future__ import annotations
 
@@ -52,6 +52,12 @@ def build_parser() -> argparse.ArgumentParser:
     d = sub.add_parser("demo", help="answer recorded utterances by voice, with a latency table")
     demo.add_arguments(d)
     d.set_defaults(func=demo.run_from_args)
+
+    from headstart import server
+
+    s = sub.add_parser("serve", help="serve the voice assistant over websockets (/ws) and the web page")
+    server.add_arguments(s)
+    s.set_defaults(func=server.run_from_args)
     return parser
 
 

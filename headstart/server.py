@@ -1,0 +1,485 @@
+"""`headstart serve`: the voice assistant over websockets (protocol: headstart/protocol.py, README).
+
+One process loads the models once (`Components`) and shares them; each websocket connection on `/ws`
+gets its own `Session`. The same server answers `GET /healthz` and serves the files of headstart/web/.
+
+Defences: binds 127.0.0.1 by default; browser origins must be allowed (default: localhost pages);
+optional bearer token (`Authorization: Bearer T` or `?token=T`, as browsers cannot set headers on a
+websocket); messages over `max_message_bytes` close the connection with 1009; audio beyond
+`max_audio_speed` x real time (after a burst allowance) is dropped with an `error` event; at most
+`max_sessions` sessions (503 at the handshake, close 1013 in a race); clients choose no files or models
+(unknown fields are ignored); static paths cannot leave web/. Every bad frame gets an `error` event and
+the session goes on. A client that goes away has all of its session's tasks cancelled at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import http
+import json
+import logging
+import mimetypes
+import re
+import urllib.parse
+from dataclasses import dataclass
+from pathlib import Path
+
+from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, float32_to_pcm16
+from headstart.clock import Clock, MonotonicClock
+from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, TokenDelta
+from headstart.protocol import (
+    INPUT_FORMAT,
+    PROTOCOL_VERSION,
+    ProtocolError,
+    error_event,
+    ms,
+    parse_audio,
+    parse_client_text,
+    server_event,
+)
+
+log = logging.getLogger("headstart.server")
+
+WS_PATH = "/ws"
+LOCAL_ORIGINS = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
+
+
+@dataclass(frozen=True, slots=True)
+class ServerConfig:
+    """Settings of `headstart serve`.
+
+    Attributes:
+        host, port: where to listen (port 0: any free port).
+        allowed_origins: browser `Origin`s allowed to connect; empty: pages served from localhost.
+            Clients that send no Origin (not browsers) are always allowed: use a token to restrict them.
+        token: if set, the bearer token every websocket client must present.
+        max_message_bytes: the largest frame accepted; a larger one closes the connection with 1009.
+        max_sessions: concurrent sessions; more are refused (HTTP 503 / close 1013).
+        max_audio_speed: audio is accepted at most this many times faster than real time ...
+        audio_burst_s: ... after a burst of this many seconds of audio.
+        playback_lead_s: reply audio leaves at most this far ahead of the client's playback.
+        audio_frame_s: reply audio frames of this length (seconds).
+    """
+
+    host: str = "127.0.0.1"
+    port: int = 8765
+    allowed_origins: tuple[str, ...] = ()
+    token: str | None = None
+    max_message_bytes: int = 64 * 1024
+    max_sessions: int = 4
+    max_audio_speed: float = 4.0
+    audio_burst_s: float = 2.0
+    playback_lead_s: float = 1.0
+    audio_frame_s: float = 0.1
+
+
+def web_dir() -> Path:
+    """The folder of static files served at `/` (headstart/web)."""
+    return Path(__file__).resolve().parent / "web"
+
+
+class AudioRateLimit:
+    """Token bucket over audio seconds: refills `speed` audio-seconds per clock second, holds at most
+    `burst_s`. `allow(duration_s)` takes the frame's duration if it fits."""
+
+    def __init__(self, clock: Clock, speed: float, burst_s: float) -> None:
+        self._clock = clock
+        self.speed = speed
+        self.burst_s = burst_s
+        self._tokens = burst_s
+        self._at = clock.now()
+
+    def allow(self, duration_s: float) -> bool:
+        now = self._clock.now()
+        self._tokens = min(self.burst_s, self._tokens + (now - self._at) * self.speed)
+        self._at = now
+        if duration_s <= self._tokens + 1e-9:
+            self._tokens -= duration_s
+            return True
+        return False
+
+
+class VoiceServer:
+    """The websocket server over shared `components` (a `headstart.session.Components`).
+
+    Use: `await server.start()` (returns the bound port), ..., `await server.close()`.
+    """
+
+    def __init__(self, components, config: ServerConfig | None = None, clock: Clock | None = None,
+                 static_dir: Path | None = None) -> None:
+        self.components = components
+        self.config = config or ServerConfig()
+        self.clock = clock or MonotonicClock()
+        self.static_dir = (static_dir or web_dir()).resolve()
+        self.active_sessions = 0
+        self.connections: set[_Connection] = set()
+        self._server = None
+        self.port: int | None = None
+
+    async def start(self) -> int:
+        from websockets.asyncio.server import serve
+
+        c = self.config
+        origins = [None, *c.allowed_origins] if c.allowed_origins else [None, LOCAL_ORIGINS]
+        self._server = await serve(
+            self._handle, c.host, c.port, origins=origins, process_request=self._process_request,
+            max_size=c.max_message_bytes, compression=None, ping_interval=20, ping_timeout=20,
+            close_timeout=1, logger=log,
+        )
+        self.port = self._server.sockets[0].getsockname()[1]
+        return self.port
+
+    async def serve_forever(self) -> None:
+        if self._server is None:
+            await self.start()
+        await self._server.serve_forever()
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+
+    # -- HTTP: /healthz, static files, the /ws gate ------------------------------------------------
+
+    def _process_request(self, connection, request):
+        path, _, query = request.path.partition("?")
+        if path == WS_PATH:
+            if self.config.token is not None and not self._authorized(request, query):
+                return _response(connection, http.HTTPStatus.UNAUTHORIZED, b"a valid bearer token is required\n")
+            if self.active_sessions >= self.config.max_sessions:
+                return _response(connection, http.HTTPStatus.SERVICE_UNAVAILABLE, b"too many sessions\n")
+            return None
+        if path == "/healthz":
+            body = json.dumps({"status": "ok", "sessions": self.active_sessions,
+                               "max_sessions": self.config.max_sessions}).encode()
+            return _response(connection, http.HTTPStatus.OK, body, "application/json")
+        return self._static(connection, path)
+
+    def _authorized(self, request, query: str) -> bool:
+        expected = self.config.token.encode()
+        header = request.headers.get("Authorization", "")
+        given = header[7:].strip() if header[:7].lower() == "bearer " else ""
+        if not given:
+            given = urllib.parse.parse_qs(query).get("token", [""])[0]
+        return hmac.compare_digest(given.encode(), expected)
+
+    def _static(self, connection, path: str):
+        not_found = _response(connection, http.HTTPStatus.NOT_FOUND, b"not found\n")
+        name = urllib.parse.unquote(path).lstrip("/") or "index.html"
+        parts = name.split("/")
+        if "\x00" in name or "\\" in name or any(p in ("", ".", "..") or p.startswith(".") for p in parts):
+            return not_found
+        target = (self.static_dir / name).resolve()
+        if not target.is_relative_to(self.static_dir) or not target.is_file():
+            return not_found
+        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return _response(connection, http.HTTPStatus.OK, target.read_bytes(), kind)
+
+    # -- websocket sessions ------------------------------------------------------------------------
+
+    async def _handle(self, ws) -> None:
+        if ws.request.path.partition("?")[0] != WS_PATH:
+            await ws.close(1008, "the websocket endpoint is /ws")
+            return
+        if self.active_sessions >= self.config.max_sessions:
+            with contextlib.suppress(Exception):
+                await ws.send(error_event("busy", "too many sessions; try again later"))
+            await ws.close(1013, "too many sessions")
+            return
+        self.active_sessions += 1
+        connection = _Connection(self, ws)
+        self.connections.add(connection)
+        try:
+            await connection.run()
+        finally:
+            self.connections.discard(connection)
+            self.active_sessions -= 1
+
+
+def _response(connection, status: http.HTTPStatus, body: bytes, content_type: str = "text/plain; charset=utf-8"):
+    response = connection.respond(status, "")
+    response.body = body
+    del response.headers["Content-Length"]
+    del response.headers["Content-Type"]
+    response.headers["Content-Length"] = str(len(body))
+    response.headers["Content-Type"] = content_type
+    response.headers["X-Content-Type-Options"] = "nosniff"
+    return response
+
+
+class _Connection:
+    """One websocket client: reads frames into its Session, writes the Session's events out."""
+
+    def __init__(self, server: VoiceServer, ws) -> None:
+        self.server = server
+        self.ws = ws
+        self.session = None
+        self.writer: asyncio.Task | None = None
+        self.limit = AudioRateLimit(server.clock, server.config.max_audio_speed, server.config.audio_burst_s)
+        self.reply_id: str | None = None  # the reply whose tokens/audio are being sent
+        self.ended = asyncio.Event()  # all tasks of this connection are over
+
+    async def run(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for message in self.ws:
+                if isinstance(message, bytes):
+                    await self._on_binary(message)
+                else:
+                    if await self._on_text(message):
+                        break
+        except ConnectionClosed:
+            pass
+        finally:
+            await self._shutdown()
+
+    async def _shutdown(self) -> None:
+        if self.session is not None:
+            await self.session.aclose()
+        if self.writer is not None:
+            self.writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.writer
+        self.ended.set()
+
+    async def _error(self, code: str, message: str) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        with contextlib.suppress(ConnectionClosed):
+            await self.ws.send(error_event(code, message))
+
+    async def _on_binary(self, data: bytes) -> None:
+        if _looks_like_json(data):
+            await self._error("unexpected_binary", "JSON events must be sent as text frames, not binary")
+            return
+        try:
+            samples = parse_audio(data)
+        except ProtocolError as exc:
+            await self._error(exc.code, exc.message)
+            return
+        if self.session is None:
+            await self._error("not_started", 'send {"type": "session.start"} before audio')
+            return
+        if not self.limit.allow(samples.shape[0] / SAMPLE_RATE_HZ):
+            await self._error("rate_limited", f"audio is accepted at most {self.limit.speed:g}x faster than "
+                              "real time; this frame was dropped")
+            return
+        try:
+            await self.session.push_audio(AudioFrame(samples, SAMPLE_RATE_HZ))
+        except (AudioError, RuntimeError) as exc:
+            await self._error("bad_audio", str(exc))
+
+    async def _on_text(self, text: str) -> bool:
+        """Handle one text frame; True when the client ended the session."""
+        try:
+            message = parse_client_text(text)
+        except ProtocolError as exc:
+            await self._error(exc.code, exc.message)
+            return False
+        kind = message.type
+        if kind == "session.start":
+            if self.session is not None:
+                await self._error("already_started", "this connection already has a session")
+                return False
+            await self._start()
+            return False
+        if kind == "session.end":
+            await self.ws.close(1000, "session ended")
+            return True
+        if self.session is None:
+            await self._error("not_started", f'send {{"type": "session.start"}} before {kind}')
+            return False
+        session = self.session
+        if kind == "input.commit":
+            await session.commit()
+        elif kind == "input.clear":
+            await session.clear_input()
+        elif kind == "playback.position":
+            session.playback_position(message.get("reply_id"), message.get("position_ms") / 1000.0)
+        elif kind == "reply.interrupt":
+            await session.interrupt("client")
+        elif kind == "session.reset":
+            await session.reset()
+        return False
+
+    async def _start(self) -> None:
+        from headstart.session import Session
+
+        c = self.server.config
+        self.session = Session(
+            self.server.components, clock=self.server.clock, playback_lead_s=c.playback_lead_s,
+            audio_frame_s=c.audio_frame_s, realtime_playback=True,
+        )
+        tts_rate = int(getattr(self.server.components.tts, "sample_rate", 0) or 0)
+        await self.ws.send(server_event(
+            "session.started", protocol=PROTOCOL_VERSION, session_id=f"s{id(self.session):x}",
+            input={"sample_rate": SAMPLE_RATE_HZ, "format": INPUT_FORMAT},
+            output={"sample_rate": tts_rate, "format": INPUT_FORMAT},
+            limits={"max_message_bytes": c.max_message_bytes, "max_audio_speed": c.max_audio_speed},
+        ))
+        self.writer = asyncio.create_task(self._write(), name="server-writer")
+
+    async def _write(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        session = self.session
+        try:
+            while True:
+                try:
+                    event = await session.__anext__()
+                except StopAsyncIteration:
+                    return
+                except Exception as exc:  # noqa: BLE001 - a failed stage: tell the client, go on
+                    await self.ws.send(error_event("internal", f"{type(exc).__name__}: {exc}"))
+                    continue
+                for frame in self._encode(event):
+                    await self.ws.send(frame)
+        except ConnectionClosed:
+            return
+
+    def _encode(self, event) -> list[str | bytes]:
+        from headstart.session import (
+            ReplyAudio,
+            ReplyAudioStart,
+            ReplyInterrupted,
+            ReplyPaused,
+            ReplyResumed,
+            ReplyStarted,
+            TurnCompleted,
+        )
+
+        if isinstance(event, ReplyAudio):
+            return [float32_to_pcm16(event.frame.samples)]
+        if isinstance(event, TokenDelta):
+            return [server_event("reply.text.delta", reply_id=self.reply_id, text=event.text)]
+        if isinstance(event, SpeechStarted):
+            return [server_event("vad.speech_started", audio_ms=ms(event.audio_s))]
+        if isinstance(event, SpeechEnded):
+            return [server_event("vad.speech_stopped", audio_ms=ms(event.audio_s))]
+        if isinstance(event, PartialTranscript):
+            return [server_event("transcript.partial", text=event.text, committed=event.committed,
+                                 pending=event.pending, audio_ms=ms(event.audio_end_s))]
+        if isinstance(event, FinalTranscript):
+            return [server_event("transcript.final", text=event.text, audio_ms=ms(event.audio_end_s))]
+        if isinstance(event, EndOfTurn):
+            return [server_event("turn.end", audio_ms=ms(event.audio_s), eou_probability=event.eou_probability)]
+        if isinstance(event, ReplyStarted):
+            self.reply_id = event.reply_id
+            return [server_event("reply.started", reply_id=event.reply_id, transcript=event.transcript)]
+        if isinstance(event, ReplyAudioStart):
+            return [server_event("reply.audio.start", reply_id=event.reply_id, sample_rate=event.sample_rate,
+                                 format=INPUT_FORMAT)]
+        if isinstance(event, ReplyPaused):
+            return [server_event("reply.paused", reply_id=event.reply_id)]
+        if isinstance(event, ReplyResumed):
+            return [server_event("reply.resumed", reply_id=event.reply_id)]
+        if isinstance(event, ReplyInterrupted):
+            return [server_event("reply.interrupted", reply_id=event.reply_id, heard_text=event.heard_text,
+                                 played_ms=ms(event.played_s), reason=event.reason, flush=True)]
+        if isinstance(event, TurnCompleted):
+            t = event.timeline
+            out: list[str | bytes] = []
+            if not event.interrupted:
+                out.append(server_event("reply.done", reply_id=event.reply_id, text=t.reply,
+                                        audio_ms=ms(t.reply_audio_s)))
+            out.append(server_event("metrics.turn", **turn_metrics(t, event.reply_id, event.interrupted)))
+            return out
+        return []  # the LLM's own ReplyDone: `reply.done` comes once the audio has left
+
+
+def turn_metrics(t, reply_id: str, interrupted: bool) -> dict:
+    """Every latency figure of a turn in ms (None where it did not happen), from its timeline.
+
+    `vad_end_to_*`: from the VAD's end of speech (the server cannot know the true end of speech; the
+    harness measures that from the client). The `*_s` figures of `TurnTimeline.metrics` that need the
+    true end are included when the timeline has it."""
+
+    def since(a: float | None, b: float | None) -> float | None:
+        return None if a is None or b is None else ms(b - a)
+
+    figures = {k.removesuffix("_s") + "_ms": ms(v) for k, v in t.metrics().items()}
+    return {
+        "reply_id": reply_id,
+        "interrupted": interrupted,
+        "transcript": t.transcript,
+        "reply": t.reply,
+        "num_tokens": t.num_tokens,
+        "reply_audio_ms": ms(t.reply_audio_s),
+        "vad_end_to_final_ms": since(t.vad_speech_end_at_s, t.final_transcript_at_s),
+        "vad_end_to_turn_end_ms": since(t.vad_speech_end_at_s, t.end_of_turn_at_s),
+        "vad_end_to_first_token_ms": since(t.vad_speech_end_at_s, t.first_token_at_s),
+        "vad_end_to_first_audio_ms": since(t.vad_speech_end_at_s, t.first_audio_at_s),
+        "turn_end_to_first_audio_ms": since(t.end_of_turn_at_s, t.first_audio_at_s),
+        **figures,
+    }
+
+
+def _looks_like_json(data: bytes) -> bool:
+    head, tail = data[:1], data[-1:]
+    if head != b"{" or tail != b"}":
+        return False
+    try:
+        return isinstance(json.loads(data), dict)
+    except ValueError:
+        return False
+
+
+# -- the command --------------------------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    from headstart.config import ASRConfig, LLMConfig, ThreadPlan, TTSConfig
+
+    d = ServerConfig()
+    parser.add_argument("--host", default=d.host, help="address to bind (default 127.0.0.1: this machine only)")
+    parser.add_argument("--port", type=int, default=d.port)
+    parser.add_argument("--origin", action="append", default=[], dest="origins",
+                        help="a browser Origin allowed to connect (repeatable; default: localhost pages)")
+    parser.add_argument("--token", default=None, help="require this bearer token (default: $HEADSTART_TOKEN if set)")
+    parser.add_argument("--max-sessions", type=int, default=d.max_sessions)
+    parser.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
+    parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id (server-side only)")
+    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id (server-side only)")
+    parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine (server-side only)")
+    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
+
+
+def run_from_args(args) -> int:
+    import os
+    import sys
+
+    from headstart.demo import build_config
+    from headstart.models import ModelError
+    from headstart.session import Components
+    from headstart.tts.base import TTSError
+
+    token = args.token if args.token is not None else os.environ.get("HEADSTART_TOKEN") or None
+    if args.max_sessions < 1 or args.max_message_bytes < 1024:
+        print("error: --max-sessions must be >= 1 and --max-message-bytes >= 1024", file=sys.stderr)
+        return 2
+    config = ServerConfig(host=args.host, port=args.port, allowed_origins=tuple(args.origins), token=token,
+                          max_sessions=args.max_sessions, max_message_bytes=args.max_message_bytes)
+    try:
+        components = Components.load(build_config(args), log=lambda msg: print(msg, flush=True))
+    except (ModelError, TTSError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    server = VoiceServer(components, config)
+
+    async def main() -> None:
+        port = await server.start()
+        print(f"headstart serving on http://{config.host}:{port}/ (websocket: ws://{config.host}:{port}{WS_PATH})",
+              flush=True)
+        await server.serve_forever()
+
+    try:
+        asyncio.run(main())
+    except KeyboardInterrupt:
+        pass
+    finally:
+        components.close()
+    return 0

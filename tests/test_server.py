@@ -1,0 +1,231 @@
+"""The websocket server without model work: HTTP routes, security gates, limits and bad frames.
+
+The session here has real VAD but no ASR/LLM/TTS loaded: these tests send nothing a model would see."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import numpy as np
+import pytest
+import websockets
+from websockets.asyncio.client import connect
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from headstart.clock import FakeClock
+from headstart.config import PipelineConfig
+from headstart.server import AudioRateLimit, ServerConfig, VoiceServer
+from headstart.session import Components
+
+
+class _NoTTS:
+    sample_rate = 22050
+
+
+def no_model_components() -> Components:
+    return Components(config=PipelineConfig(), asr=None, llm=None, tts=_NoTTS())
+
+
+@pytest.fixture
+def run():
+    """Run one coroutine on a fresh loop (no pytest-asyncio in the dev extras)."""
+    def runner(coro, timeout=20):
+        return asyncio.run(asyncio.wait_for(coro, timeout))
+    return runner
+
+
+async def started_server(tmp_path=None, **overrides) -> VoiceServer:
+    config = ServerConfig(port=0, **overrides)
+    server = VoiceServer(no_model_components(), config, static_dir=tmp_path)
+    await server.start()
+    return server
+
+
+async def recv_json(ws, timeout=5.0) -> dict:
+    while True:
+        message = await asyncio.wait_for(ws.recv(), timeout)
+        if isinstance(message, str):
+            return json.loads(message)
+
+
+def http_get(port: int, path: str, headers: str = "") -> tuple[int, bytes]:
+    import socket
+
+    with socket.create_connection(("127.0.0.1", port), timeout=5) as sock:
+        sock.sendall(f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\n{headers}\r\n".encode())
+        data = b""
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head, _, body = data.partition(b"\r\n\r\n")
+    return int(head.split()[1]), body
+
+
+def test_healthz_and_static_files_safe_from_traversal(run, tmp_path):
+    web = tmp_path / "web"
+    web.mkdir()
+    (web / "index.html").write_text("<h1>headstart</h1>")
+    (web / "app.js").write_text("console.log(1)")
+    (web / ".secret").write_text("no")
+    (tmp_path / "outside.txt").write_text("secret")
+
+    async def main():
+        server = await started_server(web)
+        port = server.port
+        try:
+            results = {}
+            for path in ["/healthz", "/", "/app.js", "/../outside.txt", "/%2e%2e/outside.txt",
+                         "/..%2foutside.txt", "/.secret", "/nope.html", "//etc/passwd", "/%00", "/app.js/"]:
+                results[path] = await asyncio.to_thread(http_get, port, path)
+            return results
+        finally:
+            await server.close()
+
+    results = run(main())
+    status, body = results["/healthz"]
+    assert status == 200 and json.loads(body)["status"] == "ok"
+    assert results["/"] == (200, b"<h1>headstart</h1>")
+    assert results["/app.js"] == (200, b"console.log(1)")
+    for path in ["/../outside.txt", "/%2e%2e/outside.txt", "/..%2foutside.txt", "/.secret", "/nope.html",
+                 "//etc/passwd", "/%00", "/app.js/"]:
+        assert results[path][0] == 404, path
+        assert b"secret" not in results[path][1]
+
+
+def test_message_over_the_limit_closes_1009(run):
+    """cases.md (server): a 20-byte text message to a server whose limit is 10 bytes."""
+    async def main():
+        server = await started_server(max_message_bytes=10)
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.x"}'[:20])
+                with pytest.raises(ConnectionClosed) as info:
+                    await asyncio.wait_for(ws.recv(), 5)
+                return info.value.rcvd.code
+        finally:
+            await server.close()
+
+    assert run(main()) == 1009
+
+
+def test_token_origin_and_session_cap(run):
+    async def main():
+        server = await started_server(token="s3cret", max_sessions=1)
+        url = f"ws://127.0.0.1:{server.port}/ws"
+        try:
+            with pytest.raises(InvalidStatus) as info:
+                async with connect(url):
+                    pass
+            assert info.value.response.status_code == 401
+            with pytest.raises(InvalidStatus):
+                async with connect(url, additional_headers={"Authorization": "Bearer wrong"}):
+                    pass
+            with pytest.raises(InvalidStatus) as info:  # a page from another site
+                async with connect(url + "?token=s3cret", origin="https://evil.example"):
+                    pass
+            assert info.value.response.status_code == 403
+            async with connect(url, additional_headers={"Authorization": "Bearer s3cret"},
+                               origin="http://localhost:8765") as first:
+                await first.send('{"type": "session.start"}')
+                assert (await recv_json(first))["type"] == "session.started"
+                with pytest.raises(InvalidStatus) as info:  # the cap
+                    async with connect(url + "?token=s3cret"):
+                        pass
+                assert info.value.response.status_code == 503
+            await asyncio.sleep(0.05)
+            async with connect(url + "?token=s3cret") as again:  # the slot is free again
+                await again.send('{"type": "session.start"}')
+                assert (await recv_json(again))["type"] == "session.started"
+        finally:
+            await server.close()
+
+    run(main())
+
+
+def test_bad_frames_get_error_events_and_the_session_goes_on(run):
+    """cases.md (server): PCM where JSON was expected and the reverse; wrong rate; odd length."""
+    async def main():
+        server = await started_server()
+        codes = []
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                pcm = (np.random.default_rng(0).standard_normal(1600) * 300).astype("<i2").tobytes()
+                assert len(pcm) == 3200
+                await ws.send(pcm)  # audio before the session started (JSON was expected)
+                codes.append((await recv_json(ws))["code"])
+                await ws.send('{"type": "session.start", "sample_rate": 44100}')
+                codes.append((await recv_json(ws))["code"])
+                await ws.send('{"type": "session.start"}')
+                started = await recv_json(ws)
+                assert started["type"] == "session.started"
+                assert started["input"] == {"sample_rate": 16000, "format": "pcm16"}
+                assert started["output"]["sample_rate"] == 22050
+                await ws.send(b'{"type": "input.commit"}')  # JSON in a binary frame
+                codes.append((await recv_json(ws))["code"])
+                await ws.send(pcm.decode("latin-1"))  # PCM bytes in a text frame
+                codes.append((await recv_json(ws))["code"])
+                await ws.send(pcm[:641])  # odd byte length
+                codes.append((await recv_json(ws))["code"])
+                await ws.send('{"type": "session.start"}')
+                codes.append((await recv_json(ws))["code"])
+                await ws.send("{oops")
+                codes.append((await recv_json(ws))["code"])
+                await ws.send('{"type": "playback.position", "reply_id": "r9", "position_ms": 10}')
+                await ws.send(np.zeros(320, "<i2").tobytes())  # a good (silent) frame: no answer
+                await ws.send('{"type": "nope"}')
+                codes.append((await recv_json(ws))["code"])
+                await ws.send('{"type": "session.end"}')
+                with pytest.raises(ConnectionClosed) as info:
+                    await asyncio.wait_for(ws.recv(), 5)
+                assert info.value.rcvd.code == 1000
+        finally:
+            await server.close()
+        return codes
+
+    assert run(main()) == ["not_started", "unsupported_rate", "unexpected_binary", "malformed_json",
+                           "odd_byte_length", "already_started", "malformed_json", "unknown_type"]
+
+
+def test_invalid_utf8_text_frame_is_a_defined_close():
+    async def main():
+        server = await started_server()
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                # a text frame whose payload is not UTF-8 (sent raw, as a hostile client would)
+                ws.protocol.send_text(b"\xff\xfe\x00\x01")
+                ws.send_data()
+                with pytest.raises(ConnectionClosed) as info:
+                    await asyncio.wait_for(ws.recv(), 5)
+                return info.value.rcvd.code
+        finally:
+            await server.close()
+
+    assert asyncio.run(main()) == 1007
+
+
+def test_audio_rate_limit_on_a_fake_clock():
+    clock = FakeClock()
+    limit = AudioRateLimit(clock, speed=4.0, burst_s=2.0)
+    assert all(limit.allow(0.02) for _ in range(100))  # the 2 s burst
+    assert not limit.allow(0.02)
+    clock.advance(0.1)  # refills 0.4 s of audio
+    assert sum(limit.allow(0.02) for _ in range(50)) == 20
+
+
+def test_audio_faster_than_allowed_is_dropped_with_an_error(run):
+    async def main():
+        server = await started_server(max_audio_speed=1.0, audio_burst_s=0.1)
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.start"}')
+                await recv_json(ws)
+                for _ in range(20):
+                    await ws.send(np.zeros(320, "<i2").tobytes())
+                return (await recv_json(ws))["code"]
+        finally:
+            await server.close()
+
+    assert run(main()) == "rate_limited"
