@@ -6,6 +6,8 @@ wait and the turn goes on. A turn that has lasted `max_turn_s` ends even during 
 a stuck VAD or endless noise); if speech is still going on, a new turn opens at that point.
 
 All times are stream positions in seconds, so the decision does not depend on wall time or frame size.
+The VAD's SpeechEnded time is padded (`VADConfig.speech_pad_s`), so the silence after the last voiced
+window is speech_pad_s + silence_s (0.1 + 0.5 s with the defaults).
 """
 
 from __future__ import annotations
