@@ -238,3 +238,37 @@ def test_resampling_keeps_a_chunk_continuous_across_engine_arrays(executor):
 )
 def test_everyday_sentences_are_spoken_in_words(text, spoken):
     assert normalize_text(text) == spoken
+
+
+# --- Piper round trip through whisper ----------------------------------------------------------------
+
+ROUND_TRIP_TEXTS = [
+    "Sure, I can help you with that.",
+    "The weather today is sunny with a light breeze from the west.",
+    "Please remember to buy milk, bread and fresh apples on your way home.",
+    "My favourite book is about a sailor who travels around the world.",
+]
+
+
+@pytest.mark.slow
+def test_piper_round_trip_through_whisper_has_low_wer():
+    import jiwer
+    from faster_whisper import WhisperModel
+
+    from headstart.audio import resample
+    from headstart.models import ModelNotPreparedError, resolve_model
+
+    try:
+        synth = load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1))
+        whisper_path = resolve_model("whisper-tiny.en")
+    except ModelNotPreparedError as exc:
+        pytest.skip(str(exc))
+    model = WhisperModel(str(whisper_path), device="cpu", compute_type="int8", cpu_threads=1)
+    said, heard = [], []
+    for text in ROUND_TRIP_TEXTS:
+        audio = np.concatenate(list(synth.synthesize(normalize_text(text))))
+        segments, _ = model.transcribe(resample(audio, synth.sample_rate, 16_000), beam_size=1, language="en")
+        said.append(_plain(text))
+        heard.append(_plain(" ".join(s.text for s in segments)))
+    wer = jiwer.wer(said, heard)
+    assert wer <= 0.15, list(zip(said, heard))
