@@ -80,6 +80,16 @@ class LLMConfig:
         "or two short, plain sentences, without lists, markdown or emoji."
     )
     stop: tuple[str, ...] = field(default_factory=tuple)
+    # Spoken answers: after this many tokens the reply ends at the next sentence end (None: off);
+    # max_new_tokens stays the hard limit.
+    soft_max_tokens: int | None = 40
+    # Speculative decoding: "none", "prompt_lookup" or "draft_model" (draft_model names the drafter,
+    # a model with the same tokenizer). It switches itself off below break-even.
+    speculative: str = "none"
+    draft_model: str | None = None
+    speculate_k: int = 4
+    # Preemptive reply: at most this many tokens are generated and held before end of turn.
+    preemptive_max_tokens: int = 8
 
 
 @dataclass(frozen=True, slots=True)

@@ -48,6 +48,10 @@ class KVCache:
 
         self.raw = DynamicCache(config=model_config)
         self._crop_takes_count = _crop_takes_count(self.raw)
+        # Sliding-window layers (Gemma 3) drop positions older than the window as they go, and then
+        # cannot roll back; recording keeps them until the next crop (transformers >= 5.x).
+        if hasattr(self.raw, "activate_past_recording"):
+            self.raw.activate_past_recording()
 
     def __len__(self) -> int:
         return int(self.raw.get_seq_length())
@@ -56,6 +60,30 @@ class KVCache:
     def num_tokens(self) -> int:
         """Token positions the cache holds."""
         return len(self)
+
+    def can_crop_to(self, num_tokens: int) -> bool:
+        """Whether `crop_to(num_tokens)` can be exact. Full-attention layers always can; a
+        sliding-window layer past its window only while it still holds the positions the shorter
+        sequence's window needs (with past recording: those added since its last crop, plus the
+        window). False for a length outside [0, len(cache)]."""
+        current = len(self)
+        if isinstance(num_tokens, bool) or not isinstance(num_tokens, int) or not 0 <= num_tokens <= current:
+            return False
+        if num_tokens in (0, current):
+            return True
+        for layer in getattr(self.raw, "layers", ()):
+            if not getattr(layer, "is_sliding", False) or not getattr(layer, "is_initialized", False):
+                continue
+            window = int(layer.sliding_window)
+            length = int(getattr(layer, "cumulative_length", current))
+            if length < window:
+                continue  # below the window a sliding layer holds everything
+            if not getattr(layer, "record_past", False):
+                return False
+            drop = length - num_tokens
+            if int(layer.keys.shape[-2]) < drop + min(window - 1, num_tokens):
+                return False
+        return True
 
     def crop_to(self, num_tokens: int) -> None:
         """Keep the first `num_tokens` positions and drop the rest (rollback).
@@ -75,6 +103,11 @@ class KVCache:
             )
         if num_tokens == current:
             return
+        if not self.can_crop_to(num_tokens):
+            raise RuntimeError(
+                f"cannot roll the KV cache back from {current} to {num_tokens} positions: a sliding-window "
+                "layer no longer holds the positions that window needs (prefill again from scratch)"
+            )
         if num_tokens == 0:
             # Dropping everything: reset is exact on every layer type, crop is not (sliding windows).
             self.raw.reset()

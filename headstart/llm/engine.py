@@ -59,6 +59,7 @@ class LLMEngine:
         self._logits_to_keep = "logits_to_keep" in _forward_params(model)
         self._cache = KVCache(model.config)
         self._tokens: list[int] = []
+        self._revision = 0  # bumped whenever positions are dropped (crop, reset)
         self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
         self.eos_token_ids = frozenset(_end_token_ids(model, tokenizer))
@@ -113,16 +114,50 @@ class LLMEngine:
     def num_tokens(self) -> int:
         return len(self._tokens)
 
+    @property
+    def revision(self) -> int:
+        """A counter bumped every time positions are dropped (crop, reset, a failed forward). A token
+        loop that remembers (revision, num_tokens) knows the cache is still the one it extended
+        when both are unchanged: positions are only ever appended in between."""
+        return self._revision
+
     def crop(self, num_tokens: int) -> None:
         """Roll the cache back to its first `num_tokens` positions (0 empties it). ValueError for a
-        count outside [0, self.num_tokens]: a rollback never grows the cache or counts from the end."""
+        count outside [0, self.num_tokens]: a rollback never grows the cache or counts from the end;
+        RuntimeError (cache untouched) when a sliding-window layer cannot roll back that far."""
         self._cache.crop_to(num_tokens)
+        if num_tokens < len(self._tokens):
+            self._revision += 1
         del self._tokens[num_tokens:]
+
+    def rollback_to(self, keep: int) -> int:
+        """Crop to `keep` positions for reuse; a cache that cannot roll back that far exactly
+        (sliding-window layers, see KVCache.can_crop_to) is emptied instead. Returns what is kept."""
+        if keep < len(self._tokens):
+            if not self._cache.can_crop_to(keep):
+                keep = 0
+            self.crop(keep)
+        return keep
 
     def reset(self) -> None:
         """Empty the cache."""
         self._cache.reset()
         self._tokens.clear()
+        self._revision += 1
+
+    def sync_to(self, ids: Sequence[int]) -> int:
+        """Bring the cache to hold exactly `ids`, computing no logits for the caller: keep the
+        longest common prefix with what it holds, crop the rest, and run the missing tokens in one
+        forward. Returns the number of positions computed (0 when the cache already held `ids`).
+        The primitive of incremental prefill (turn.py). ValueError for ids outside the vocabulary or
+        beyond the model's context."""
+        ids = self._check_ids(ids, what="prefill ids")
+        self._check_context(len(ids))
+        keep = self.rollback_to(common_prefix_len(self._tokens, ids))
+        if keep == len(ids):
+            return 0
+        self._forward(ids[keep:], logits_to_keep=1)
+        return len(ids) - keep
 
     # -- forwards -----------------------------------------------------------------------------------
 
@@ -139,9 +174,7 @@ class LLMEngine:
         if not ids:
             raise ValueError("prefill needs at least one token id")
         self._check_context(len(ids))
-        keep = min(common_prefix_len(self._tokens, ids), len(ids) - 1)
-        if keep < len(self._tokens):
-            self.crop(keep)
+        keep = self.rollback_to(min(common_prefix_len(self._tokens, ids), len(ids) - 1))
         return self._forward(ids[keep:], logits_to_keep=1)[-1]
 
     def decode(self, token_id: int) -> torch.Tensor:

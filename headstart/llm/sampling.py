@@ -72,3 +72,38 @@ class Sampler:
             choice = torch.multinomial(sorted_probs, 1, generator=self._generator)
             return int(sorted_ids[choice])
         return int(torch.multinomial(probs, 1, generator=self._generator))
+
+    # -- pieces for speculative sampling (speculative.py) ------------------------------------------
+
+    def probs(self, logits: torch.Tensor) -> torch.Tensor:
+        """The distribution this sampler draws from: float32 CPU tensor of shape [vocab] (after
+        temperature and top-p; one-hot at the argmax when greedy)."""
+        import torch
+
+        if logits.dim() != 1:
+            raise ValueError(f"expected logits of shape [vocab], got {tuple(logits.shape)}")
+        logits = logits.detach().float().cpu()
+        if self.sampling.greedy:
+            out = torch.zeros_like(logits)
+            out[int(torch.argmax(logits))] = 1.0
+            return out
+        probs = torch.softmax(logits / self.sampling.temperature, dim=-1)
+        if self.sampling.top_p < 1.0:
+            sorted_probs, sorted_ids = torch.sort(probs, descending=True)
+            drop = torch.cumsum(sorted_probs, dim=-1) - sorted_probs >= self.sampling.top_p
+            sorted_probs = sorted_probs.masked_fill(drop, 0.0)
+            probs = torch.zeros_like(probs).scatter_(0, sorted_ids, sorted_probs)
+            probs = probs / probs.sum()
+        return probs
+
+    def draw(self, probs: torch.Tensor) -> int:
+        """A token id drawn from `probs` (shape [vocab], non-negative, not necessarily normalised)."""
+        import torch
+
+        return int(torch.multinomial(probs, 1, generator=self._generator))
+
+    def uniform(self) -> float:
+        """A uniform draw in [0, 1) from this sampler's generator."""
+        import torch
+
+        return float(torch.rand((), generator=self._generator))

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import threading
-from collections.abc import AsyncIterator, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from headstart.clock import Clock, MonotonicClock
 from headstart.config import LLMConfig
@@ -20,6 +21,14 @@ from headstart.events import ReplyDone, TokenDelta
 from headstart.llm.detok import IncrementalDetokenizer
 from headstart.llm.engine import LLMEngine, LLMError
 from headstart.llm.sampling import Sampling
+from headstart.llm.shaping import SentenceBudget
+
+if TYPE_CHECKING:
+    from headstart.llm.speculative import Decoder
+
+# Runs on the llm thread and returns (prompt ids, reply token iterator, tokens adopted from a held
+# reply); see live.py.
+TokenSource = Callable[[], tuple[Sequence[int], Iterator[int], int]]
 
 __all__ = ["ReplyStats", "ReplyStream", "generate_stream", "llm_executor", "with_system_prompt"]
 
@@ -47,6 +56,7 @@ class ReplyStats:
     token_times_s: list[float] = field(default_factory=list)  # one per generated token
     done_at_s: float | None = None
     num_prompt_tokens: int = 0
+    num_adopted_tokens: int = 0  # tokens taken from a preemptive (held) reply
 
     @property
     def first_token_at_s(self) -> float | None:
@@ -83,9 +93,16 @@ class ReplyStream:
         config: LLMConfig,
         executor: Executor,
         clock: Clock | None = None,
+        *,
+        decoder: Decoder | None = None,
+        source: TokenSource | None = None,
     ) -> None:
+        """`decoder`: generate with it (speculative decoding) instead of `engine.generate`;
+        `source`: where the tokens come from instead (then `messages` only serve the record)."""
         self._loop = asyncio.get_running_loop()
         self._engine = engine
+        self._decoder = decoder
+        self._source = source
         self._messages = with_system_prompt(messages, config.system_prompt)
         self._config = config
         self._clock = clock if clock is not None else MonotonicClock()
@@ -165,12 +182,17 @@ class ReplyStream:
         num_tokens = 0
         reason = None
         detok = IncrementalDetokenizer(self._engine.tokenizer, stop=config.stop)
+        budget = SentenceBudget(config.soft_max_tokens)
         if self._cancel.is_set():
             reason = "cancelled"
         else:
-            prompt = self._engine.render_prompt(self._messages)
+            if self._source is not None:
+                prompt, tokens, stats.num_adopted_tokens = self._source()
+            else:
+                prompt = self._engine.render_prompt(self._messages)
+                generator = self._decoder if self._decoder is not None else self._engine
+                tokens = generator.generate(prompt, config.max_new_tokens, Sampling.from_config(config))
             stats.num_prompt_tokens = len(prompt)
-            tokens = self._engine.generate(prompt, config.max_new_tokens, Sampling.from_config(config))
             pending: list[int] = []
             try:
                 while True:
@@ -191,10 +213,15 @@ class ReplyStream:
                     if self._cancel.is_set():
                         reason = "cancelled"
                         break
+                    if budget.push(num_tokens, detok.text):
+                        reason = "max_tokens"  # the soft budget, at a sentence end
+                        break
             finally:
-                tokens.close()
-            if reason is None:
-                reason = "max_tokens" if num_tokens >= config.max_new_tokens else "eos"
+                close = getattr(tokens, "close", None)
+                if close is not None:
+                    close()
+            if reason in (None, "max_tokens"):
+                reason = reason or ("max_tokens" if num_tokens >= config.max_new_tokens else "eos")
                 tail = detok.flush()
                 if tail:
                     self._put(TokenDelta(text=tail, token_ids=tuple(pending)))
@@ -208,9 +235,11 @@ def generate_stream(
     config: LLMConfig,
     executor: Executor,
     clock: Clock | None = None,
+    decoder: Decoder | None = None,
 ) -> ReplyStream:
     """Start a reply to `messages` (chat messages; `config.system_prompt` is put first unless a
     system message is there) on `executor` (use `llm_executor()`: one thread per engine) and return
     its stream. Must be called inside a running event loop (RuntimeError otherwise). Settings come
-    from `config`: max_new_tokens, temperature, top_p, seed, stop."""
-    return ReplyStream(engine, messages, config, executor, clock)
+    from `config`: max_new_tokens, soft_max_tokens (end at the next sentence end after that many
+    tokens), temperature, top_p, seed, stop. `decoder`: a speculative `Decoder` over `engine`."""
+    return ReplyStream(engine, messages, config, executor, clock, decoder=decoder)
