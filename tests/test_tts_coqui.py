@@ -23,8 +23,6 @@ from headstart.tts.coqui import CoquiSynthesizer, default_coqui_python
 from headstart.tts.engines import load_synthesizer
 from headstart.tts.stream import TTSStream, make_tts_executor
 
-TINY_BUILDER = "headstart/tts/coqui_tiny.py"
-
 
 def _coqui_python():
     python = default_coqui_python()

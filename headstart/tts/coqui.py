@@ -210,7 +210,8 @@ class CoquiSynthesizer:
             self._stderr_tail.append(line.decode("utf-8", "replace").rstrip())
 
     def _tail(self) -> str:
-        self._stderr_thread.join(timeout=0.5) if self._proc.poll() is not None else None
+        if self._proc.poll() is not None:  # let the reader catch the dying worker's last lines
+            self._stderr_thread.join(timeout=0.5)
         lines = [line for line in self._stderr_tail if line.strip()][-8:]
         return ("\nworker stderr:\n" + "\n".join(lines)) if lines else ""
 
