@@ -165,13 +165,15 @@ FILLER_WORDS = frozenset({
 })
 _BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
 _WORD = re.compile(r"[a-z0-9']+")
+_HUM = re.compile(r"[hm]+|(uh|um|ah|oh|er)+h*")  # "mmmm", "hmmm", "uhhh", "ahh"
 
 
 def content_words(text: str) -> list[str]:
     """Lower-case words of `text` that carry content: bracketed noises ("[cough]", "(laughs)") and
     fillers/backchannels ("mm-hmm", "uh", "hmm") removed."""
     text = _BRACKETED.sub(" ", text.lower()).replace("-", "")
-    return [w for w in _WORD.findall(text) if w.strip("'") and w.strip("'") not in FILLER_WORDS]
+    words = (w.strip("'") for w in _WORD.findall(text))
+    return [w for w in words if w and w not in FILLER_WORDS and not _HUM.fullmatch(w)]
 
 
 def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
@@ -197,7 +199,7 @@ class TurnTaking:
             False: audio counts as played once it has left (a file writer such as the demo).
     """
 
-    def __init__(self, clock: Clock, max_pause_s: float = 2.0, realtime_playback: bool = True) -> None:
+    def __init__(self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True) -> None:
         self._clock = clock
         self.max_pause_s = max_pause_s
         self.realtime_playback = realtime_playback
@@ -334,13 +336,13 @@ class TurnTaking:
         return self._interrupt(reason)
 
     def poll(self) -> list[Action]:
-        """Time-driven decisions: resume a reply paused for a barge-in that never got a verdict."""
+        """Time-driven decisions: resume a reply paused for a barge-in whose verdict is late (a busy
+        ASR). The utterance stays a possible barge-in: words that come later still interrupt."""
         if (
             self.paused and self.utterance == "barge" and self.user is UserState.LISTENING
             and self._speech_ended_at is not None
             and self._clock.now() - self._speech_ended_at >= self.max_pause_s
         ):
-            self.utterance = "ignored"
             return self._resume()
         return []
 
@@ -770,11 +772,14 @@ class Session:
             echo = False
             if self._echo is not None and tt.agent is AgentState.SPEAKING:
                 echo = self._echo.is_echo(tt.played_s())
-            self._apply(tt.speech_started(echo=echo))
+            actions = tt.speech_started(echo=echo)
             if tt.utterance == "echo":
                 return  # the session's own voice: no user turn
             if self._turn is None:
                 self._turn = TurnTimeline()
+            self._out.put_nowait(event)
+            self._apply(actions)
+            return
         elif isinstance(event, PartialTranscript):
             was_echo = tt.utterance == "echo"
             self._apply(tt.words(event.text, self._reply_text()))

@@ -229,3 +229,77 @@ def test_audio_faster_than_allowed_is_dropped_with_an_error(run):
             await server.close()
 
     assert run(main()) == "rate_limited"
+
+
+# -- fuzz: hostile frames -----------------------------------------------------------------------------
+
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from headstart.protocol import CLIENT_TYPES, ProtocolError, parse_client_text  # noqa: E402
+
+SENTINEL = '{"type": "fuzz.sentinel"}'
+_json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=8), inner, max_size=3),
+    max_leaves=8,
+)
+_events = st.fixed_dictionaries(
+    {"type": st.sampled_from(sorted(CLIENT_TYPES - {"session.end"}) + ["x", ""])},
+    optional={"sample_rate": _json_values | st.sampled_from([16000, 8000, 48000]), "format": _json_values,
+              "reply_id": _json_values, "position_ms": _json_values},
+)
+_frames = st.one_of(
+    st.binary(max_size=400),  # raw bytes: odd lengths, or short audio
+    st.text(max_size=200),  # arbitrary text
+    _events.map(json.dumps),  # well-formed JSON with hostile fields
+    _events.map(lambda e: json.dumps(e).encode()),  # JSON in a binary frame
+)
+
+
+def expected_error(frame) -> str | None:
+    if isinstance(frame, bytes):
+        if frame[:1] == b"{" and frame[-1:] == b"}":
+            try:
+                if isinstance(json.loads(frame), dict):
+                    return "unexpected_binary"
+            except ValueError:
+                pass
+        return "odd_byte_length" if len(frame) % 2 else None
+    try:
+        message = parse_client_text(frame)
+    except ProtocolError as exc:
+        return exc.code
+    return "already_started" if message.type == "session.start" else None
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_frames, min_size=1, max_size=12))
+def test_fuzz_hostile_frames_never_crash_or_hang(frames):
+    frames = [f for f in frames if not (isinstance(f, str) and '"session.end"' in f)]
+
+    async def main():
+        server = await started_server(max_audio_speed=1000.0, audio_burst_s=60.0)
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.start"}')
+                assert (await recv_json(ws))["type"] == "session.started"
+                for frame in frames:
+                    await ws.send(frame)
+                    await ws.send(SENTINEL)
+                    errors = []
+                    while True:
+                        event = await recv_json(ws)
+                        assert event["type"] == "error", event
+                        if "fuzz.sentinel" in event["message"]:
+                            break
+                        errors.append(event["code"])
+                    expected = expected_error(frame)
+                    assert errors == ([expected] if expected else []), (frame, errors)
+            # the server is still healthy afterwards
+            status, _ = await asyncio.to_thread(http_get, server.port, "/healthz")
+            assert status == 200
+        finally:
+            await server.close()
+
+    asyncio.run(asyncio.wait_for(main(), 30))

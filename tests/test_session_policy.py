@@ -120,7 +120,10 @@ def test_paused_reply_resumes_by_itself_when_no_verdict_comes():
     assert tt.poll() == []
     clock.advance(0.02)
     assert tt.poll() == [Resume("r1")]
-    assert tt.end_of_turn("") == []
+    assert tt.poll() == []
+    (action,) = tt.final("that conference is full")  # late words still interrupt
+    assert isinstance(action, Interrupt)
+    assert tt.end_of_turn("that conference is full") == [StartReply("that conference is full")]
 
 
 def test_echo_starts_no_pause_and_no_turn_but_talking_over_it_does():
@@ -177,8 +180,9 @@ def test_instant_playback_mode_counts_audio_as_played_when_sent():
 
 
 def test_content_words_and_echo_text():
-    assert content_words("Mm-hmm. Uh, [cough] (laughs)") == []
+    assert content_words("Mm-hmm. Uh, [cough] (laughs) Mm-mm. Uh-huh. Hmmm") == []
     assert content_words("Hmm, what's the TIME?") == ["what's", "the", "time"]
+    assert content_words("'oh' them") == ["them"]
     assert is_echo_text("three o'clock", "It is three o'clock.")
     assert not is_echo_text("stop please", "It is three o'clock.")
     assert is_echo_text("", "anything")
