@@ -3,7 +3,13 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
+
+# `headstart bench NAME`: modules in headstart/bench/ with add_arguments(parser) and run_from_args(args).
+BENCHES = {
+    "tts": "time to first audio of the first clause and RTF per TTS engine",
+}
 
 
 def _models(args: argparse.Namespace) -> int:
@@ -58,6 +64,14 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve the voice assistant over websockets (/ws) and the web page")
     server.add_arguments(s)
     s.set_defaults(func=server.run_from_args)
+
+    b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
+    benches = b.add_subparsers(dest="bench", required=True)
+    for name, help_text in BENCHES.items():
+        module = importlib.import_module(f"headstart.bench.{name}")
+        p = benches.add_parser(name, help=help_text)
+        module.add_arguments(p)
+        p.set_defaults(func=module.run_from_args)
     return parser
 
 
