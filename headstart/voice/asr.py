@@ -39,6 +39,9 @@ _DOUBTFUL_PHRASES = frozenset(
 _DOUBTFUL_NO_SPEECH = 0.2
 _DOUBTFUL_LOG_PROB = -0.7
 _NON_WORD = re.compile(r"[^\w' ]+")
+_FULL_WINDOW_FRAMES = 3000  # Whisper's 30 s window, 100 mel frames per second
+_SAMPLES_PER_FRAME = 160
+_WINDOW_MARGIN_FRAMES = 200  # silence the encoder sees after the audio (2 s)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,11 +123,14 @@ class WhisperASR:
             )
         if cpu_threads < 1:
             raise ValueError(f"cpu_threads must be >= 1, got {cpu_threads}")
-        from faster_whisper import WhisperModel
+        window = config.encoder_window_s
+        if window is not None and not 0 < window <= 30:
+            raise ValueError(f"ASRConfig.encoder_window_s must be in (0, 30] or None, got {window}")
 
         self.config = config
         self.model_path = path
-        self._model = WhisperModel(
+        self._encoder_frames = _FULL_WINDOW_FRAMES
+        self._model = _windowed_model_class()(
             str(path),
             device=config.device,
             compute_type=config.compute_type,
@@ -132,6 +138,7 @@ class WhisperASR:
             num_workers=1,
             local_files_only=True,
         )
+        self._model.headstart_asr = self
 
     @classmethod
     def load(cls, config: ASRConfig, cpu_threads: int) -> WhisperASR:
@@ -149,13 +156,15 @@ class WhisperASR:
         noise = np.random.default_rng(0).standard_normal(SAMPLE_RATE_HZ).astype(np.float32) * 1e-3
         self._run(noise)
 
-    def transcribe(self, samples: np.ndarray, offset_s: float = 0.0) -> Transcription:
+    def transcribe(self, samples: np.ndarray, offset_s: float = 0.0, prompt: str | None = None) -> Transcription:
         """Transcribe one utterance. Blocking (~0.3 s for tiny.en int8 on one core, whatever the length
         up to 30 s): call it from the ASR executor.
 
         Args:
             samples: float32 (num_samples,) at 16 kHz, at most 30 s (one Whisper window).
             offset_s: the stream time of samples[0]; added to every word time.
+            prompt: text said just before `samples` (Whisper's previous-text prompt), e.g. the
+                committed text of a long utterance whose audio buffer was trimmed; None: no prompt.
 
         Returns:
             A Transcription; empty (the model not called) for empty or all-zero audio.
@@ -168,7 +177,7 @@ class WhisperASR:
         if samples.size == 0 or not samples.any():
             return Transcription((), "", 1.0, 0.0, audio_s)
         started = time.perf_counter()
-        segments = self._run(samples)
+        segments = self._run(samples, prompt)
         compute_s = time.perf_counter() - started
         words: list[Word] = []
         dropped: list[str] = []
@@ -192,8 +201,19 @@ class WhisperASR:
             dropped=tuple(dropped),
         )
 
-    def _run(self, samples: np.ndarray) -> list:
+    def encoder_frames(self, num_samples: int) -> int:
+        """Mel frames (100 per second) the encoder sees for `num_samples` of audio: the audio + 2 s,
+        rounded up to whole seconds, at least `encoder_window_s`, at most Whisper's 30 s."""
+        window = self.config.encoder_window_s
+        if window is None:
+            return _FULL_WINDOW_FRAMES
+        frames = -(-num_samples // _SAMPLES_PER_FRAME) + _WINDOW_MARGIN_FRAMES
+        frames = max(-(-frames // 100) * 100, int(round(window * 100)))
+        return min(frames, _FULL_WINDOW_FRAMES)
+
+    def _run(self, samples: np.ndarray, prompt: str | None = None) -> list:
         cfg = self.config
+        self._encoder_frames = self.encoder_frames(samples.shape[0])
         segments, _info = self._model.transcribe(
             samples,
             language=cfg.language,
@@ -202,9 +222,39 @@ class WhisperASR:
             word_timestamps=True,
             vad_filter=False,
             condition_on_previous_text=False,
+            initial_prompt=prompt or None,
             # filtering is ours (segment_drop_reason); faster-whisper's would re-decode at higher temperature
             compression_ratio_threshold=None,
             log_prob_threshold=None,
             no_speech_threshold=None,
         )
         return list(segments)  # materialise the lazy generator here, inside the executor
+
+
+def _windowed_model_class():
+    """faster_whisper.WhisperModel whose encoder sees only the first `WhisperASR.encoder_frames` of the
+    30 s window faster-whisper pads every call to (imported lazily).
+
+    Whisper's encoder cost grows faster than linearly with its input (attention), and on this AVX2 CPU it
+    is ~90 % of a call over the full window. CTranslate2 runs the encoder on a shorter mel input (its
+    positional embedding is sliced); the decoder cross-attends to fewer frames. The same trick as
+    whisper.cpp's `audio_ctx`. Too short a window (< ~12 s for tiny.en) makes the decoder loop.
+    """
+    global _WINDOWED_MODEL
+    if _WINDOWED_MODEL is None:
+        from faster_whisper import WhisperModel
+
+        class _WindowedWhisperModel(WhisperModel):
+            headstart_asr: WhisperASR | None = None
+
+            def encode(self, features: np.ndarray):
+                owner = self.headstart_asr
+                if owner is not None and features.shape[-1] > owner._encoder_frames:
+                    features = np.ascontiguousarray(features[..., : owner._encoder_frames])
+                return super().encode(features)
+
+        _WINDOWED_MODEL = _WindowedWhisperModel
+    return _WINDOWED_MODEL
+
+
+_WINDOWED_MODEL = None

@@ -25,7 +25,17 @@ Events, in the order a consumer sees them for one utterance:
   the VAD let through) yields `FinalTranscript("")` and *no* EndOfTurn: the session must not reply to
   silence, and gets a clear signal to drop anything it held for that speech.
 * If a turn reaches `EndpointConfig.max_turn_s` during speech, it is cut there (final, end of turn) and
-  a new utterance starts at the cut (a SpeechStarted at that time).
+  a new utterance starts at the cut (a SpeechStarted at that time). "Speech" in which the recogniser
+  finds no word for `EndpointConfig.max_wordless_s` (claps, breathing) ends the turn the same way,
+  without a new utterance.
+* Semantic endpointing: with an `eou_scorer` (an async callable text -> probability that the user's
+  turn is complete, e.g. the session's LLM via headstart/llm/eou.py), every partial and final text is
+  scored (at most one call in flight; the newest text wins) and the probability is pushed into the
+  Endpointer, which adapts the silence it needs. The session may instead push probabilities itself
+  with `set_eou_probability`. EndOfTurn carries the probability it was decided on.
+* Long utterances: once more than `ASRConfig.trim_after_s` of an utterance is buffered, passes start at
+  the end of the last committed sentence (or, past twice that, of the last committed word) and get the
+  committed text as Whisper's prompt, so a pass costs the same at minute two as at second two.
 
 Cadence and endpointing run on audio time (samples received), so frames pushed faster than real time
 give the same final transcripts and end-of-turn times (fewer partials, as the ASR is busier per second of
@@ -36,6 +46,7 @@ from __future__ import annotations
 
 import asyncio
 from concurrent.futures import Executor, ThreadPoolExecutor
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -52,6 +63,9 @@ from headstart.voice.words import join_words
 ListenerEvent = SpeechStarted | SpeechEnded | PartialTranscript | FinalTranscript | EndOfTurn
 
 _PREROLL_S = 2.0  # audio kept before speech: the VAD back-dates starts by its padding and min_speech_s
+_SENTENCE_END = (".", "?", "!")
+
+EOUScorer = Callable[[str], Awaitable[float | None]]
 
 
 class Transcriber(Protocol):
@@ -94,6 +108,9 @@ class _StreamAudio:
 class _Utterance:
     start: int  # sample index (the VAD's padded speech start)
     agreement: LocalAgreement
+    audio_start: int = -1  # first sample passes transcribe (moves on when a long utterance is trimmed)
+    prompt: str = ""  # committed text before audio_start (Whisper's prompt)
+    trimmed_words: int = 0  # committed words before audio_start
     end: int | None = None  # sample index of the padded speech end; None while speaking
     resumes: int = 0  # how often speech resumed after an end
     final_text: str | None = None  # set once the final pass for the current end is done
@@ -113,8 +130,10 @@ class Listener:
         asr: anything with `transcribe(samples float32 16 kHz, offset_s) -> Transcription`
             (`WhisperASR`), called only on `executor`.
         endpointer: a fresh `Endpointer`.
-        config: the ASR settings (min_new_audio_s, agreement_n).
+        config: the ASR settings (min_new_audio_s, agreement_n, trim_after_s).
         executor: a single-thread executor (`make_asr_executor()`); the caller owns and shuts it down.
+        eou_scorer: optional `async (text) -> probability in [0, 1] or None` that the user's turn is
+            complete after `text`; it runs on the event loop (put blocking work on its own executor).
 
     Raises (from push / end_input / iteration):
         AudioError: a frame that is not numeric audio of shape (n,) or (n, channels), or holds NaN/inf.
@@ -122,7 +141,13 @@ class Listener:
     """
 
     def __init__(
-        self, vad: VAD, asr: Transcriber, endpointer: Endpointer, config: ASRConfig, executor: Executor
+        self,
+        vad: VAD,
+        asr: Transcriber,
+        endpointer: Endpointer,
+        config: ASRConfig,
+        executor: Executor,
+        eou_scorer: EOUScorer | None = None,
     ) -> None:
         if config.min_new_audio_s < 0:
             raise ValueError(f"ASRConfig.min_new_audio_s must be >= 0, got {config.min_new_audio_s}")
@@ -132,6 +157,10 @@ class Listener:
         self._config = config
         self._executor = executor
         self._min_new = int(round(config.min_new_audio_s * SAMPLE_RATE_HZ))
+        self._trim_after = int(round(config.trim_after_s * SAMPLE_RATE_HZ))
+        self._eou_scorer = eou_scorer
+        self._eou_task: asyncio.Task | None = None
+        self._eou_next: tuple[_Utterance, str] | None = None  # newest text waiting to be scored
         self._audio = _StreamAudio()
         self._resampler: StreamResampler | None = None
         self._queue: asyncio.Queue[object] = asyncio.Queue()
@@ -175,7 +204,28 @@ class Listener:
         self._schedule()
         while self._task is not None:
             await self._task  # it never raises: failures go to the queue
+        self._eou_next = None
+        if self._eou_task is not None:
+            await self._eou_task
         self._queue.put_nowait(_END)
+
+    def set_eou_probability(self, probability: float | None) -> None:
+        """Push an end-of-utterance probability for the current turn's latest text into the
+        endpointer (for a session that scores partials itself); may end the turn at once."""
+        self._endpointer.push_eou(probability)
+        self._poll_endpointer()
+
+    async def settle(self) -> None:
+        """Wait for the ASR pass and the EOU scoring in flight now (if any) to be processed. For
+        harnesses that drive time themselves (the benchmark); the stream works without it."""
+        for task in (self._task, self._eou_task):
+            if task is not None:
+                await task
+
+    @property
+    def asr_busy(self) -> bool:
+        """Whether an ASR pass is in flight."""
+        return self._task is not None
 
     # -- output ---------------------------------------------------------------------------------
     def __aiter__(self) -> Listener:
@@ -215,11 +265,14 @@ class Listener:
         self._audio.append(samples)
         for event in self._vad.push(samples):
             self._on_vad(event)
+        self._poll_endpointer()
+        self._schedule()
+        self._forget_old_audio()
+
+    def _poll_endpointer(self) -> None:
         end_of_turn = self._endpointer.poll(self._position_s)
         if end_of_turn is not None:
             self._on_end_of_turn(end_of_turn)
-        self._schedule()
-        self._forget_old_audio()
 
     def _on_vad(self, event: SpeechStarted | SpeechEnded) -> None:
         self._endpointer.push(event)
@@ -238,7 +291,9 @@ class Listener:
             self._emit(self._current, event)
 
     def _open(self, start: int) -> _Utterance:
-        utterance = _Utterance(start=start, agreement=LocalAgreement(self._config.agreement_n), last_pass_end=start)
+        utterance = _Utterance(
+            start=start, agreement=LocalAgreement(self._config.agreement_n), audio_start=start, last_pass_end=start
+        )
         self._current = utterance
         self._utterances.append(utterance)
         return utterance
@@ -261,8 +316,9 @@ class Listener:
             self._emit(self._open(cut), SpeechStarted(cut / SAMPLE_RATE_HZ))
         else:
             self._current = None
-            if utterance.end is None:  # cannot happen with a consistent VAD; close at the decision
+            if utterance.end is None:  # wordless "speech" (claps, breathing): close at the decision
                 utterance.end = self._audio.end
+                self._emit(utterance, SpeechEnded(utterance.end / SAMPLE_RATE_HZ))
         utterance.end_of_turn = event
         self._finish_if_done(utterance)
 
@@ -302,16 +358,45 @@ class Listener:
 
     def _start(self, utterance: _Utterance, stop: int) -> None:
         utterance.last_pass_end = stop
-        samples = self._audio.slice(utterance.start, stop)
+        self._trim(utterance, stop)
+        samples = self._audio.slice(utterance.audio_start, stop)
         self.num_passes += 1
-        self._task = asyncio.get_running_loop().create_task(self._run_pass(utterance, samples, stop))
+        self._task = asyncio.get_running_loop().create_task(
+            self._run_pass(utterance, samples, stop, utterance.audio_start, utterance.prompt)
+        )
 
-    async def _run_pass(self, utterance: _Utterance, samples: np.ndarray, stop: int) -> None:
+    def _trim(self, utterance: _Utterance, stop: int) -> None:
+        """A long buffer starts over after the last committed sentence (or word, when very long)."""
+        if stop - utterance.audio_start <= self._trim_after:
+            return
+        committed = utterance.agreement.committed
+        cut = None
+        for i in range(len(committed) - 1, utterance.trimmed_words - 1, -1):
+            if committed[i].text.rstrip().endswith(_SENTENCE_END):
+                cut = i + 1
+                break
+        if cut is None and stop - utterance.audio_start > 2 * self._trim_after and len(committed) > utterance.trimmed_words:
+            cut = len(committed)
+        if cut is None:
+            return
+        end = int(round(committed[cut - 1].end_s * SAMPLE_RATE_HZ))
+        if end <= utterance.audio_start:
+            return
+        utterance.audio_start = min(end, stop)
+        utterance.trimmed_words = cut
+        # Whisper's prompt: the last ~200 characters of committed text are plenty of context
+        utterance.prompt = join_words(committed[:cut])[-200:]
+
+    async def _run_pass(self, utterance: _Utterance, samples: np.ndarray, stop: int, start: int, prompt: str) -> None:
         loop = asyncio.get_running_loop()
+        offset_s = start / SAMPLE_RATE_HZ
+        call = (
+            (lambda: self._asr.transcribe(samples, offset_s, prompt=prompt))
+            if prompt
+            else (lambda: self._asr.transcribe(samples, offset_s))
+        )
         try:
-            result = await loop.run_in_executor(
-                self._executor, self._asr.transcribe, samples, utterance.start / SAMPLE_RATE_HZ
-            )
+            result = await loop.run_in_executor(self._executor, call)
         except Exception as exc:  # noqa: BLE001 - handed to the consumer
             self._failed = exc
             self._task = None
@@ -323,7 +408,10 @@ class Listener:
         agreement.push(result.words)
         if stop >= utterance.covered:
             utterance.covered = stop
-            utterance.newest_words = tuple(result.words)
+            utterance.newest_words = tuple(agreement.committed[: utterance.trimmed_words]) + tuple(result.words)
+        if utterance is self._current:
+            words = agreement.committed + agreement.pending
+            self._endpointer.push_words(words[-1].end_s if words else None, stop / SAMPLE_RATE_HZ)
         if utterance.end is not None and utterance.final_text is None and utterance.covered >= utterance.end:
             self._finalize(utterance)
         else:  # a partial (a final pass overtaken by resumed speech lands here too: its end moved on)
@@ -331,8 +419,38 @@ class Listener:
             if partial != utterance.last_partial:
                 utterance.last_partial = partial
                 self._emit(utterance, PartialTranscript(partial[0], partial[1], stop / SAMPLE_RATE_HZ))
+                self._score(utterance, join_words(agreement.committed + agreement.pending))
+        self._poll_endpointer()
         self._schedule()
         self._forget_old_audio()
+
+    # -- semantic endpointing -------------------------------------------------------------------
+    def _score(self, utterance: _Utterance, text: str) -> None:
+        """Score `text` with the EOU scorer: now if it is free, else once it is (newest text wins)."""
+        if self._eou_scorer is None or utterance is not self._current or not text:
+            return
+        if self._eou_task is not None:
+            self._eou_next = (utterance, text)
+            return
+        self._eou_task = asyncio.get_running_loop().create_task(self._run_score(utterance, text))
+
+    async def _run_score(self, utterance: _Utterance, text: str) -> None:
+        try:
+            probability = await self._eou_scorer(text)  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer
+            self._eou_task = None
+            self._failed = exc
+            self._queue.put_nowait(_Failure(exc))
+            self._queue.put_nowait(_END)
+            return
+        self._eou_task = None
+        if utterance is self._current and not self._ended:
+            self._endpointer.push_eou(probability)
+            self._poll_endpointer()
+            self._schedule()
+        following, self._eou_next = self._eou_next, None
+        if following is not None:
+            self._score(*following)
 
     def _finalize(self, utterance: _Utterance) -> None:
         """The newest hypothesis covers the whole utterance: commit it and emit the FinalTranscript."""
@@ -342,12 +460,13 @@ class Listener:
         else:
             utterance.final_text = utterance.agreement.committed_text
         self._emit(utterance, FinalTranscript(utterance.final_text, utterance.end / SAMPLE_RATE_HZ))
+        self._score(utterance, utterance.final_text)
         self._finish_if_done(utterance)
 
     def _forget_old_audio(self) -> None:
         keep = self._audio.end - int(_PREROLL_S * SAMPLE_RATE_HZ)
         for utterance in self._utterances:
-            keep = min(keep, utterance.start)
+            keep = min(keep, utterance.audio_start)
         self._audio.forget_before(keep)
 
 
