@@ -1,0 +1,298 @@
+"""`headstart bench llm --model NAME [--json]`: the streaming-token core, measured side by side.
+
+- TTFT after end of turn on a ~300-token conversation: cold (whole prompt prefilled at end of
+  turn) vs incremental (partials prefilled while the user spoke; only the tail remains) vs a
+  preemptive hit (a held reply adopted at once); `logits_to_keep=1` on every side.
+- Decode tokens/s: plain vs each drafter (prompt lookup; a draft model when one is given or known
+  for the model), with acceptance rate, mean accepted draft tokens per verify step, speedup and
+  whether the tokens equal plain greedy exactly.
+- Answer quality: everyday spoken questions with one key fact each.
+A table, then one JSON line. The machine is shared: compare ratios within one run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from dataclasses import replace
+
+from headstart.config import LLMConfig, ThreadPlan
+
+__all__ = ["add_arguments", "run_from_args", "QUESTIONS", "CONVERSATION"]
+
+# Known draft models (same tokenizer, smaller) for a target.
+DRAFTS = {"qwen2.5-coder-1.5b": "qwen2.5-coder-0.5b"}
+
+CONVERSATION = [
+    {"role": "user", "content": "Hi there. I'm planning a weekend trip to Lisbon with my sister and I could use "
+                                "some help getting organised before we leave on Friday morning."},
+    {"role": "assistant", "content": "Happy to help. Lisbon is lovely in spring. Tell me what you would like "
+                                     "to plan first: travel, where to stay, or what to see."},
+    {"role": "user", "content": "We already booked a small hotel in the Alfama district, near the cathedral. "
+                                "Our flight lands at ten in the morning on Friday and we fly home on Sunday "
+                                "evening at eight. My sister loves old trams and seafood, and I like museums "
+                                "and quiet viewpoints where we can watch the sunset."},
+    {"role": "assistant", "content": "Great choice, Alfama is close to many viewpoints. On Friday you could take "
+                                     "tram 28 past the cathedral, have grilled sardines for dinner, and watch the "
+                                     "sunset from the Miradouro da Senhora do Monte."},
+    {"role": "user", "content": "That sounds perfect. On Saturday we want to visit Belem and the tile museum, "
+                                "and maybe eat at a market hall in the evening if it is not too crowded."},
+    {"role": "assistant", "content": "Then start early in Belem to see the monastery before the crowds, visit "
+                                     "the tile museum after lunch, and go to the Time Out Market in the early "
+                                     "evening, before eight, when it is calmer."},
+]
+FINAL_USER_TEXT = ("Thanks. One last thing: what time should we leave the hotel on Sunday to get to the "
+                   "airport for our eight o'clock flight?")
+
+# Everyday spoken questions, each with the key fact the answer must contain (a regex).
+QUESTIONS = [
+    ("What is the capital of France?", r"paris"),
+    ("What is seven plus five?", r"\b12\b|twelve"),
+    ("How many days are there in a week?", r"\b7\b|seven"),
+    ("Which planet do we live on?", r"earth"),
+    ("What colour is the sky on a clear day?", r"blue"),
+    ("How many legs does a spider have?", r"\b8\b|eight"),
+    ("Who wrote Romeo and Juliet?", r"shakespeare"),
+    ("What is the largest ocean on Earth?", r"pacific"),
+    ("At what temperature in Celsius does water freeze?", r"\b0\b|zero"),
+    ("What language do people speak in Brazil?", r"portuguese"),
+]
+DECODE_PROMPTS = [
+    "Please repeat our plan for Saturday back to me in two sentences.",
+    FINAL_USER_TEXT,
+    "Tell me a short story about a robot who learns to paint.",
+]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default=LLMConfig().model, help="LLM preset, folder or prepared hub id")
+    parser.add_argument("--draft", default=None,
+                        help="draft model for speculative decoding (default: the known pair's draft, if any; "
+                             "'none' to skip)")
+    parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
+    parser.add_argument("--dtype", default="auto", help="'auto' (fp32 on AVX2-only CPUs), 'float32', 'bfloat16'")
+    parser.add_argument("--decode-tokens", type=int, default=48, help="tokens per decode measurement")
+    parser.add_argument("--repeats", type=int, default=3, help="TTFT repeats (median)")
+    parser.add_argument("--speculate-k", type=int, default=None, help="draft length k (default: 4 lookup, 3 model)")
+    parser.add_argument("--no-quality", action="store_true", help="skip the answer-quality questions")
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+
+
+def _partials(text: str) -> list[str]:
+    words = text.split(" ")
+    return [" ".join(words[:i]) for i in range(1, len(words) + 1)]
+
+
+def _ttft(engine, config, repeats: int, log) -> dict[str, float]:
+    from headstart.llm.sampling import Sampling
+    from headstart.llm.speculative import Decoder
+    from headstart.llm.stream import with_system_prompt
+    from headstart.llm.turn import TurnState
+
+    history = with_system_prompt(CONVERSATION, config.system_prompt)
+    sampling = Sampling()
+    cold, incremental, preemptive, tails = [], [], [], []
+    prompt = None
+    for _ in range(repeats):
+        # Cold: everything is prefilled after end of turn.
+        state = TurnState(Decoder(engine), history, config.max_new_tokens, sampling)
+        prompt = state.prefill.prompt_ids(FINAL_USER_TEXT)
+        engine.reset()
+        t0 = time.perf_counter()
+        first_cold = next(Decoder(engine).generate(prompt, 1, sampling))
+        cold.append(time.perf_counter() - t0)
+        # Incremental: partials while the user spoke.
+        engine.reset()
+        for text in _partials(FINAL_USER_TEXT):
+            state.update(text)
+        tails.append(len(prompt) - engine.num_tokens)
+        t0 = time.perf_counter()
+        _, tokens, _ = state.finish(FINAL_USER_TEXT)
+        first_inc = next(tokens)
+        incremental.append(time.perf_counter() - t0)
+        tokens.close()
+        # Preemptive hit: a reply held on the hypothesis that turned out final.
+        engine.reset()
+        state = TurnState(Decoder(engine), history, config.max_new_tokens, sampling)
+        for text in _partials(FINAL_USER_TEXT):
+            state.update(text)
+        state.preempt(FINAL_USER_TEXT)
+        while state.preempt_step(config.preemptive_max_tokens):
+            pass
+        t0 = time.perf_counter()
+        _, tokens, adopted = state.finish(FINAL_USER_TEXT)
+        first_pre = next(tokens)
+        preemptive.append(time.perf_counter() - t0)
+        tokens.close()
+        if not (first_cold == first_inc == first_pre) or adopted == 0:
+            log(f"warning: first tokens differ or nothing adopted: {first_cold} {first_inc} {first_pre} {adopted}")
+    return {
+        "prompt_tokens": len(prompt),
+        "tail_tokens": int(statistics.median(tails)),
+        "ttft_cold_s": statistics.median(cold),
+        "ttft_incremental_s": statistics.median(incremental),
+        "ttft_preemptive_s": statistics.median(preemptive),
+    }
+
+
+def _decode(engine, config, methods: dict, n_tokens: int, log) -> dict[str, dict]:
+    from headstart.llm.sampling import Sampling
+    from headstart.llm.stream import with_system_prompt
+
+    prompts = [engine.render_prompt(with_system_prompt([*CONVERSATION, {"role": "user", "content": text}],
+                                                       config.system_prompt))
+               for text in DECODE_PROMPTS]
+    results: dict[str, dict] = {}
+    reference: list[list[int]] = []
+    for name, decoder in methods.items():
+        total_tokens, total_s, outputs = 0, 0.0, []
+        for prompt in prompts:
+            engine.reset()
+            if decoder is not None and decoder.drafter is not None:
+                decoder.drafter.reset()
+            gen = (decoder or engine).generate(prompt, n_tokens, Sampling())
+            first = next(gen)  # TTFT is measured elsewhere: time the decode steps only
+            t0 = time.perf_counter()
+            rest = list(gen)
+            total_s += time.perf_counter() - t0
+            total_tokens += len(rest)
+            outputs.append([first, *rest])
+        if name == "plain":
+            reference = outputs
+        stats = decoder.stats if decoder is not None else None
+        results[name] = {
+            "tok_per_s": total_tokens / total_s if total_s else 0.0,
+            "acceptance_rate": stats.acceptance_rate if stats else None,
+            "mean_accepted": stats.mean_accepted if stats else None,
+            "switched_off": stats.times_switched_off if stats else 0,
+            "exact": outputs == reference,
+        }
+        log(f"decode {name}: {results[name]['tok_per_s']:.2f} tok/s")
+    plain = results["plain"]["tok_per_s"]
+    for r in results.values():
+        r["speedup"] = r["tok_per_s"] / plain if plain else None
+    return results
+
+
+def _quality(engine, config) -> dict:
+    from headstart.llm.sampling import Sampling
+    from headstart.llm.shaping import SentenceBudget
+    from headstart.llm.stream import with_system_prompt
+
+    right, answers = 0, []
+    for question, fact in QUESTIONS:
+        prompt = engine.render_prompt(with_system_prompt([{"role": "user", "content": question}],
+                                                         config.system_prompt))
+        engine.reset()
+        budget = SentenceBudget(config.soft_max_tokens)
+        ids: list[int] = []
+        for token in engine.generate(prompt, config.max_new_tokens, Sampling()):
+            ids.append(token)
+            if budget.push(len(ids), engine.tokenizer.decode(ids, skip_special_tokens=True)):
+                break
+        text = engine.tokenizer.decode(ids, skip_special_tokens=True).strip()
+        ok = re.search(fact, text.lower()) is not None
+        right += ok
+        answers.append({"question": question, "answer": text, "ok": ok})
+    return {"score": right / len(QUESTIONS), "right": right, "total": len(QUESTIONS), "answers": answers}
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    from headstart.llm.engine import LLMEngine
+    from headstart.llm.speculative import Decoder, DraftingPolicy, DraftModelDrafter, PromptLookupDrafter
+    from headstart.models import ModelError
+
+    def log(message: str) -> None:
+        if not args.json:
+            print(message, file=sys.stderr, flush=True)
+
+    if args.threads < 1 or args.decode_tokens < 2 or args.repeats < 1:
+        print("error: --threads and --repeats must be >= 1, --decode-tokens >= 2", file=sys.stderr)
+        return 2
+    threads = ThreadPlan(torch_threads=args.threads)
+    config = LLMConfig(model=args.model, dtype=args.dtype, max_new_tokens=60)
+    draft_name = args.draft if args.draft is not None else DRAFTS.get(args.model)
+    if draft_name == "none":
+        draft_name = None
+    try:
+        log(f"loading {args.model}")
+        engine = LLMEngine.from_config(config, threads)
+        draft = LLMEngine.from_config(replace(config, model=draft_name), threads) if draft_name else None
+    except (ModelError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    engine.warm_up()
+    if draft is not None:
+        draft.warm_up()
+    log("TTFT ...")
+    ttft = _ttft(engine, config, args.repeats, log)
+    methods: dict = {
+        "plain": None,
+        "prompt_lookup": Decoder(engine, PromptLookupDrafter(), args.speculate_k or 4, DraftingPolicy()),
+    }
+    if draft is not None:
+        methods["draft_model"] = Decoder(engine, DraftModelDrafter(draft, engine), args.speculate_k or 3,
+                                         DraftingPolicy())
+    log("decode ...")
+    decode = _decode(engine, config, methods, args.decode_tokens, log)
+    quality = None
+    if not args.no_quality:
+        log("quality ...")
+        quality = _quality(engine, config)
+
+    cold = ttft["ttft_cold_s"]
+    result = {
+        "model": args.model,
+        "draft_model": draft_name,
+        "threads": args.threads,
+        "dtype": str(engine.model.dtype).removeprefix("torch."),
+        "prompt_tokens": ttft["prompt_tokens"],
+        "tail_tokens": ttft["tail_tokens"],
+        "ttft_cold_s": round(cold, 4),
+        "ttft_incremental_s": round(ttft["ttft_incremental_s"], 4),
+        "ttft_preemptive_s": round(ttft["ttft_preemptive_s"], 4),
+        "ttft_reduction": {
+            "incremental": round(ttft["ttft_incremental_s"] / cold, 4),
+            "preemptive": round(ttft["ttft_preemptive_s"] / cold, 4),
+        },
+        "decode_tok_per_s": {k: round(v["tok_per_s"], 2) for k, v in decode.items()},
+        "acceptance_rate": {k: _round(v["acceptance_rate"]) for k, v in decode.items() if k != "plain"},
+        "mean_accepted": {k: _round(v["mean_accepted"]) for k, v in decode.items() if k != "plain"},
+        "speedup": {k: _round(v["speedup"]) for k, v in decode.items() if k != "plain"},
+        "exact": {k: v["exact"] for k, v in decode.items() if k != "plain"},
+        "switched_off": {k: v["switched_off"] for k, v in decode.items() if k != "plain"},
+        "quality_score": quality["score"] if quality else None,
+    }
+    if not args.json:
+        _print_table(result, decode, quality)
+    print(json.dumps(result))
+    return 0
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 3)
+
+
+def _print_table(result: dict, decode: dict, quality: dict | None) -> None:
+    cold = result["ttft_cold_s"]
+    print(f"\nLLM bench: {result['model']} ({result['dtype']}, {result['threads']} thread(s)); "
+          f"prompt {result['prompt_tokens']} tokens, tail after partials {result['tail_tokens']} tokens")
+    print(f"{'TTFT after end of turn':<28}{'seconds':>10}{'of cold':>10}")
+    for name, key in (("cold prefill", "ttft_cold_s"), ("incremental prefill", "ttft_incremental_s"),
+                      ("preemptive hit", "ttft_preemptive_s")):
+        print(f"{name:<28}{result[key]:>10.4f}{result[key] / cold:>10.1%}")
+    print(f"\n{'decode':<16}{'tok/s':>8}{'speedup':>9}{'accept':>8}{'mean acc':>10}{'exact':>7}{'off':>5}")
+    for name, r in decode.items():
+        acc = "" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.0%}"
+        mean = "" if r["mean_accepted"] is None else f"{r['mean_accepted']:.2f}"
+        print(f"{name:<16}{r['tok_per_s']:>8.2f}{r['speedup']:>8.2f}x{acc:>8}{mean:>10}{str(r['exact']):>7}"
+              f"{r['switched_off']:>5}")
+    if quality:
+        print(f"\nanswer quality: {quality['right']}/{quality['total']}")
+        for a in quality["answers"]:
+            print(f"  [{'x' if a['ok'] else ' '}] {a['question']} -> {a['answer'][:90]}")
+    print()

@@ -1,0 +1,54 @@
+"""`headstart bench llm`: argument errors, an unknown model, the key facts of the quality set, and
+(slow) one small end-to-end run on SmolLM2 that prints the JSON line with the issue's keys."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+
+import pytest
+
+from headstart.bench import llm as bench
+
+KEYS = {"ttft_cold_s", "ttft_incremental_s", "ttft_preemptive_s", "ttft_reduction", "decode_tok_per_s",
+        "acceptance_rate", "mean_accepted", "speedup", "exact", "model", "threads"}
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_bad_arguments_and_unknown_models_are_clear_errors(capsys):
+    assert bench.run_from_args(_args("--threads", "0")) == 2
+    assert bench.run_from_args(_args("--model", "no-such-model-xyz", "--json")) == 1
+    assert "no-such-model-xyz" in capsys.readouterr().err
+
+
+def test_key_facts_match_right_answers_and_not_wrong_ones():
+    right = ["Paris.", "It is 12.", "Seven days.", "Earth", "Blue.", "Eight legs.", "William Shakespeare.",
+             "The Pacific Ocean.", "At 0 degrees.", "Portuguese."]
+    wrong = ["Lyon.", "It is 13.", "Six days.", "Mars", "Green.", "Six legs.", "Marlowe.",
+             "The Atlantic.", "At 100 degrees.", "Spanish."]
+    for (question, fact), good, bad in zip(bench.QUESTIONS, right, wrong):
+        assert re.search(fact, good.lower()), question
+        assert not re.search(fact, bad.lower()), question
+
+
+@pytest.mark.slow
+def test_a_small_run_prints_the_json_line(capsys):
+    from headstart.models import ModelNotPreparedError, resolve_model
+
+    try:
+        resolve_model("smollm2-135m")
+    except ModelNotPreparedError as exc:
+        pytest.skip(str(exc))
+    code = bench.run_from_args(_args("--model", "smollm2-135m", "--repeats", "1", "--decode-tokens", "6",
+                                     "--no-quality", "--json"))
+    assert code == 0
+    result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert KEYS <= set(result)
+    assert result["ttft_incremental_s"] < result["ttft_cold_s"]
+    assert result["exact"] == {"prompt_lookup": True}
