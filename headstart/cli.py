@@ -8,6 +8,7 @@ import sys
 
 # `headstart bench NAME`: modules in headstart/bench/ with add_arguments(parser) and run_from_args(args).
 BENCHES = {
+    "llm": "TTFT cold vs incremental vs preemptive, decode tok/s per drafter, answer quality",
     "tts": "time to first audio of the first clause and RTF per TTS engine",
 }
 
