@@ -36,19 +36,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import enum
 import itertools
-import math
-import re
-from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-
-import numpy as np
+from dataclasses import dataclass
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, resample, to_mono_float32
 from headstart.clock import Clock, MonotonicClock
-from headstart.config import PipelineConfig
+from headstart.components import Components
+from headstart.echo import EchoDetector, normalized_xcorr_peak
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
@@ -58,515 +52,44 @@ from headstart.events import (
     SpeechStarted,
     TokenDelta,
 )
+from headstart.reply import (
+    Reply,
+    ReplyAudio,
+    ReplyAudioStart,
+    ReplyInterrupted,
+    ReplyPaused,
+    ReplyResumed,
+    ReplyStarted,
+    TurnCompleted,
+    heard_text,
+)
 from headstart.timeline import AudioClockMap, TurnTimeline
-
-# -- session events beyond the stages' own ------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyStarted:
-    """The LLM was asked for reply `reply_id` to `transcript`."""
-
-    reply_id: str
-    transcript: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyAudioStart:
-    """Reply audio follows, float32 mono at `sample_rate` Hz (PCM16 on the wire)."""
-
-    reply_id: str
-    sample_rate: int
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyAudio:
-    """A block of the assistant's speech, ready to send or play."""
-
-    frame: AudioFrame
-    reply_id: str = ""
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyPaused:
-    """Possible barge-in: the client should pause playback of `reply_id` (keep its buffer)."""
-
-    reply_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyResumed:
-    """No words came: the client should resume playback of `reply_id`."""
-
-    reply_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class ReplyInterrupted:
-    """Reply `reply_id` was stopped: the client should flush its playback buffer. `heard_text` is what
-    the history keeps (the text played up to `played_s` seconds of its audio)."""
-
-    reply_id: str
-    heard_text: str
-    played_s: float
-    reason: str  # "barge_in", "client", "new_turn", "reset"
-
-
-@dataclass(frozen=True, slots=True)
-class TurnCompleted:
-    """A user turn and its reply are over; `timeline` holds every timestamp of the turn."""
-
-    timeline: TurnTimeline
-    reply_id: str = ""
-    interrupted: bool = False
-
-
-# -- the turn-taking policy (synchronous, no I/O) --------------------------------------------------
-
-
-class UserState(enum.Enum):
-    LISTENING = "listening"
-    SPEAKING = "speaking"
-
-
-class AgentState(enum.Enum):
-    LISTENING = "listening"
-    THINKING = "thinking"
-    SPEAKING = "speaking"
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    reply_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Resume:
-    reply_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class Interrupt:
-    reply_id: str
-    played_s: float
-    reason: str
-
-
-@dataclass(frozen=True, slots=True)
-class StartReply:
-    transcript: str
-
-
-Action = Pause | Resume | Interrupt | StartReply
-
-FILLER_WORDS = frozenset({
-    "mm", "mmm", "hmm", "hm", "mhm", "mmhmm", "mmhm", "uh", "uhhuh", "uhuh", "um", "umm", "uhm", "ah", "ahh",
-    "oh", "er", "erm", "eh", "huh",
-})
-_BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
-_WORD = re.compile(r"[a-z0-9']+")
-_HUM = re.compile(r"[hm]+|(uh|um|ah|oh|er)+h*")  # "mmmm", "hmmm", "uhhh", "ahh"
-
-
-def content_words(text: str) -> list[str]:
-    """Lower-case words of `text` that carry content: bracketed noises ("[cough]", "(laughs)") and
-    fillers/backchannels ("mm-hmm", "uh", "hmm") removed."""
-    text = _BRACKETED.sub(" ", text.lower()).replace("-", "")
-    words = (w.strip("'") for w in _WORD.findall(text))
-    return [w for w in words if w and w not in FILLER_WORDS and not _HUM.fullmatch(w)]
-
-
-def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
-    """True if (almost) every content word heard is a word of the reply being played."""
-    words = content_words(heard)
-    if not words:
-        return True
-    reply = set(content_words(reply_text))
-    return sum(w in reply for w in words) / len(words) >= min_overlap
-
-
-class TurnTaking:
-    """Who has the floor, as a plain state machine on an injected clock (times from `clock.now()`).
-
-    The session reports what happened (speech start/end, words, end of turn, reply audio sent,
-    playback positions) and executes the `Action`s returned (Pause, Resume, Interrupt, StartReply).
-
-    Args:
-        clock: the time source (FakeClock in tests).
-        max_pause_s: a paused reply resumes by itself this long after the user stopped speaking if no
-            transcript decided it (a safety net: the listener always sends a final transcript).
-        realtime_playback: the client plays the audio in real time from its arrival (a live client);
-            False: audio counts as played once it has left (a file writer such as the demo).
-    """
-
-    def __init__(self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True) -> None:
-        self._clock = clock
-        self.max_pause_s = max_pause_s
-        self.realtime_playback = realtime_playback
-        self.user = UserState.LISTENING
-        self.reply_id: str | None = None
-        self.paused = False
-        # the current utterance: None, "user", "barge" (paused the reply, no verdict yet), "echo",
-        # "ignored" (no words, or the session's own voice): no turn
-        self.utterance: str | None = None
-        self._speech_ended_at: float | None = None
-        self._reset_playback()
-
-    def _reset_playback(self) -> None:
-        self.sent_s = 0.0  # reply audio that has left the session
-        self.audio_finished = False  # no more audio will come for this reply
-        self._anchor_pos_s = 0.0  # playback position at _anchor_at
-        self._anchor_at: float | None = None  # None until the first audio left
-
-    # -- agent side -------------------------------------------------------------------------------
-    @property
-    def agent(self) -> AgentState:
-        if self.reply_id is None:
-            return AgentState.LISTENING
-        if self._anchor_at is None:
-            return AgentState.THINKING
-        if self.audio_finished and self.played_s() >= self.sent_s - 1e-6:
-            self.reply_id = None  # the client has played it all
-            self._reset_playback()
-            return AgentState.LISTENING
-        return AgentState.SPEAKING
-
-    def reply_started(self, reply_id: str) -> None:
-        self.reply_id = reply_id
-        self.paused = False
-        self._reset_playback()
-
-    def audio_sent(self, duration_s: float) -> None:
-        if self._anchor_at is None:
-            self._anchor_at = self._clock.now()  # the client starts playing on arrival
-        self.sent_s += duration_s
-
-    def audio_done(self) -> None:
-        """All of the reply's audio has left (or there was none)."""
-        self.audio_finished = True
-        if self._anchor_at is None:  # no audio at all: nothing will play
-            self.reply_id = None
-            self._reset_playback()
-
-    def playback_position(self, reply_id: str, position_s: float) -> None:
-        """The client reports having played `position_s` of reply `reply_id`'s audio."""
-        if reply_id != self.reply_id or self._anchor_at is None:
-            return
-        self._anchor_pos_s = min(position_s, self.sent_s)
-        self._anchor_at = self._clock.now()
-
-    def played_s(self) -> float:
-        """How much of the reply's audio the client has played now (reported, then real time, frozen
-        while paused, never more than was sent)."""
-        if self._anchor_at is None:
-            return 0.0
-        if not self.realtime_playback:
-            return self.sent_s
-        position = self._anchor_pos_s
-        if not self.paused:
-            position += self._clock.now() - self._anchor_at
-        return min(position, self.sent_s)
-
-    # -- user side --------------------------------------------------------------------------------
-    def speech_started(self, echo: bool = False) -> list[Action]:
-        """The VAD heard speech start; `echo`: the audio matches what is being played."""
-        self.user = UserState.SPEAKING
-        self._speech_ended_at = None
-        agent = self.agent
-        if agent is AgentState.LISTENING:
-            self.utterance = "user"
-            return []
-        if echo and agent is AgentState.SPEAKING:
-            self.utterance = "echo"
-            return []
-        self.utterance = "barge"
-        if self.paused:
-            return []
-        self._pause()
-        return [Pause(self.reply_id)]  # type: ignore[arg-type]
-
-    def speech_ended(self) -> None:
-        self.user = UserState.LISTENING
-        self._speech_ended_at = self._clock.now()
-
-    def words(self, text: str, reply_text: str = "") -> list[Action]:
-        """A partial transcript of the current utterance; `reply_text`: the reply being played."""
-        if self.utterance == "barge" and content_words(text):
-            return self._interrupt("barge_in")
-        if self.utterance == "echo" and not is_echo_text(text, reply_text):
-            return self._interrupt("barge_in")  # the user talks over the echo
-        return []
-
-    def final(self, text: str, reply_text: str = "") -> list[Action]:
-        """The final transcript of the current utterance."""
-        if self.utterance == "barge":
-            if content_words(text):
-                return self._interrupt("barge_in")
-            self.utterance = "ignored"  # a cough, "mm-hmm": no turn, the reply goes on
-            return self._resume()
-        if self.utterance == "echo":
-            if not is_echo_text(text, reply_text):
-                return self._interrupt("barge_in")
-            self.utterance = "ignored"
-        elif self.utterance is None:
-            self.utterance = "user"
-        return []
-
-    def end_of_turn(self, transcript: str) -> list[Action]:
-        """The endpointer (or the client's commit) ended the user's turn."""
-        kind, self.utterance = self.utterance, None
-        self.user = UserState.LISTENING
-        if kind in ("ignored", "echo") or not transcript.strip():
-            return []
-        actions: list[Action] = []
-        if self.agent is not AgentState.LISTENING:
-            actions += self._interrupt("new_turn")
-        return [*actions, StartReply(transcript)]
-
-    def cleared(self) -> list[Action]:
-        """The client dropped the input in progress."""
-        kind, self.utterance = self.utterance, None
-        self.user = UserState.LISTENING
-        return self._resume() if kind == "barge" else []
-
-    def interrupt(self, reason: str = "client") -> list[Action]:
-        """Stop the current reply (the client asked, or the session resets)."""
-        if self.agent is AgentState.LISTENING:
-            return []
-        return self._interrupt(reason)
-
-    def poll(self) -> list[Action]:
-        """Time-driven decisions: resume a reply paused for a barge-in whose verdict is late (a busy
-        ASR). The utterance stays a possible barge-in: words that come later still interrupt."""
-        if (
-            self.paused and self.utterance == "barge" and self.user is UserState.LISTENING
-            and self._speech_ended_at is not None
-            and self._clock.now() - self._speech_ended_at >= self.max_pause_s
-        ):
-            return self._resume()
-        return []
-
-    # -- internals --------------------------------------------------------------------------------
-    def _pause(self) -> None:
-        if self._anchor_at is not None:
-            self._anchor_pos_s = self.played_s()
-            self._anchor_at = self._clock.now()
-        self.paused = True
-
-    def _resume(self) -> list[Action]:
-        if not self.paused or self.reply_id is None:
-            self.paused = False
-            return []
-        self.paused = False
-        if self._anchor_at is not None:
-            self._anchor_at = self._clock.now()
-        return [Resume(self.reply_id)]
-
-    def _interrupt(self, reason: str) -> list[Action]:
-        if self.utterance in ("barge", "echo"):
-            self.utterance = "user"  # the words make it a real turn
-        if self.reply_id is None:
-            self.paused = False
-            return []
-        action = Interrupt(self.reply_id, self.played_s(), reason)
-        self.reply_id = None
-        self.paused = False
-        self._reset_playback()
-        return [action]
-
-
-# -- echo and heard text ------------------------------------------------------------------------------
-
-
-class EchoDetector:
-    """Is the microphone hearing the reply the session is playing?
-
-    Keeps the last `mic_window_s` of microphone audio and the current reply's audio (both 16 kHz float32
-    mono) and compares them by normalised cross-correlation (the peak over all delays up to
-    `max_delay_s` of the mic behind playback, around the playback position). Speaker-to-mic echo is a
-    filtered, delayed copy of the reply and correlates strongly; a person's own voice does not.
-
-    Args:
-        mic_window_s: microphone audio compared (the part the VAD just called speech).
-        max_delay_s: acoustic + buffering delay searched.
-        threshold: correlation peak at or above which the audio is echo.
-    """
-
-    def __init__(self, mic_window_s: float = 0.5, max_delay_s: float = 0.6, threshold: float = 0.3) -> None:
-        self.mic_window = int(mic_window_s * SAMPLE_RATE_HZ)
-        self.max_delay = int(max_delay_s * SAMPLE_RATE_HZ)
-        self.threshold = threshold
-        self._mic = np.zeros(0, dtype=np.float32)
-        self._played: list[np.ndarray] = []
-        self._played_len = 0
-
-    def push_mic(self, samples: np.ndarray) -> None:
-        """float32 (n,) 16 kHz microphone audio."""
-        self._mic = np.concatenate([self._mic, samples])[-self.mic_window :]
-
-    def push_played(self, samples: np.ndarray) -> None:
-        """float32 (n,) 16 kHz reply audio, in playback order."""
-        if samples.size:
-            self._played.append(samples.astype(np.float32, copy=False))
-            self._played_len += samples.shape[0]
-
-    def reset_played(self) -> None:
-        self._played, self._played_len = [], 0
-
-    def similarity(self, played_s: float | None = None) -> float:
-        """Peak normalised cross-correlation in [0, 1] of the mic window against the reply audio that
-        ends at playback position `played_s` (None: all reply audio so far)."""
-        mic = self._mic
-        if mic.shape[0] < self.mic_window // 2 or not self._played_len:
-            return 0.0
-        played = np.concatenate(self._played) if len(self._played) > 1 else self._played[0]
-        self._played = [played]
-        end = played.shape[0] if played_s is None else min(played.shape[0], int(played_s * SAMPLE_RATE_HZ) + SAMPLE_RATE_HZ // 4)
-        start = max(0, end - mic.shape[0] - self.max_delay)
-        return normalized_xcorr_peak(mic, played[start:end])
-
-    def is_echo(self, played_s: float | None = None) -> bool:
-        return self.similarity(played_s) >= self.threshold
-
-
-def normalized_xcorr_peak(x: np.ndarray, ref: np.ndarray) -> float:
-    """max over lags k of |<x, ref[k:k+n]>| / (|x| |ref[k:k+n]|), for ref at least as long as x
-    (a shorter ref is zero-padded). 0.0 for silent input. Computed with one real FFT."""
-    n = x.shape[0]
-    if n == 0 or ref.shape[0] == 0:
-        return 0.0
-    if ref.shape[0] < n:
-        ref = np.concatenate([ref, np.zeros(n - ref.shape[0], dtype=np.float32)])
-    x = x.astype(np.float64) - x.mean()
-    r = ref.astype(np.float64)
-    x_norm = np.sqrt(np.dot(x, x))
-    if x_norm < 1e-6:
-        return 0.0
-    size = 1 << int(math.ceil(math.log2(n + r.shape[0])))
-    corr = np.fft.irfft(np.fft.rfft(r, size) * np.conj(np.fft.rfft(x, size)), size)[: r.shape[0] - n + 1]
-    csum = np.concatenate([[0.0], np.cumsum(r)])
-    csum2 = np.concatenate([[0.0], np.cumsum(r * r)])
-    window_sum = csum[n:] - csum[:-n]
-    window_energy = np.maximum(csum2[n:] - csum2[:-n] - window_sum**2 / n, 0.0)
-    denominator = x_norm * np.sqrt(window_energy)
-    valid = denominator > 1e-6 * max(1.0, x_norm)
-    if not valid.any():
-        return 0.0
-    return float(np.max(np.abs(corr[valid]) / denominator[valid]))
-
-
-def heard_text(chunks: list[tuple[str, float]], played_s: float) -> str:
-    """The text of a reply the listener heard: chunks (text, audio seconds) in order, played up to
-    `played_s`. Whole chunks before the position, then the words of the chunk being played in
-    proportion to its audio played (rounded down to whole words)."""
-    out: list[str] = []
-    start = 0.0
-    for text, duration_s in chunks:
-        if played_s >= start + duration_s - 1e-6:
-            out.append(text.strip())
-            start += duration_s
-            continue
-        words = text.split()
-        fraction = (played_s - start) / duration_s if duration_s > 0 else 0.0
-        out.append(" ".join(words[: int(math.floor(max(0.0, fraction) * len(words)))]))
-        break
-    return " ".join(part for part in out if part)
-
-
-# -- components ---------------------------------------------------------------------------------------
-
-
-@dataclass
-class Components:
-    """The models and executors one process loads once and shares between sessions.
-
-    Each model runs on its own single-thread executor, so each is used by one thread at a time.
-    """
-
-    config: PipelineConfig
-    asr: object
-    llm: object
-    tts: object
-    asr_executor: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="asr")
-    )
-    llm_executor: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="llm")
-    )
-    tts_executor: ThreadPoolExecutor = field(
-        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="tts")
-    )
-
-    @classmethod
-    def load(cls, config: PipelineConfig, log: Callable[[str], None] = lambda _: None) -> Components:
-        """Load and warm up the ASR, LLM and TTS models named in `config`. Never downloads.
-
-        Raises:
-            headstart.models.ModelNotPreparedError: a model is not prepared (the message names the
-                prepare command).
-        """
-        from headstart.llm.engine import LLMEngine
-        from headstart.models import resolve_model
-        from headstart.tts.engines import load_synthesizer
-        from headstart.voice.asr import WhisperASR
-
-        threads = config.threads
-        asr_path = resolve_model(config.asr.model)
-        llm_path = resolve_model(config.llm.model)
-        log(f"loading ASR {config.asr.model}")
-        asr = WhisperASR(asr_path, config.asr, cpu_threads=threads.asr_threads)
-        asr.warmup()
-        log(f"loading LLM {config.llm.model}")
-        llm = LLMEngine.load(llm_path, config.llm, threads)
-        llm.warm_up()
-        log(f"loading TTS {config.tts.engine}")
-        tts = load_synthesizer(config.tts, threads)
-        return cls(config=config, asr=asr, llm=llm, tts=tts)
-
-    def close(self) -> None:
-        for executor in (self.asr_executor, self.llm_executor, self.tts_executor):
-            executor.shutdown(wait=False, cancel_futures=True)
+from headstart.turntaking import (
+    FILLER_WORDS,
+    Action,
+    AgentState,
+    Interrupt,
+    Pause,
+    Resume,
+    StartReply,
+    TurnTaking,
+    UserState,
+    content_words,
+    is_echo_text,
+)
+
+__all__ = [
+    "FILLER_WORDS", "Action", "AgentState", "Components", "EchoDetector", "Interrupt", "Pause", "Reply",
+    "ReplyAudio", "ReplyAudioStart", "ReplyInterrupted", "ReplyPaused", "ReplyResumed", "ReplyStarted",
+    "Resume", "Session", "StartReply", "TurnCompleted", "TurnTaking", "UserState", "content_words",
+    "heard_text", "is_echo_text", "normalized_xcorr_peak",
+]
 
 
 # -- the session --------------------------------------------------------------------------------------
 
 _END = object()
 _reply_ids = itertools.count(1)
-
-
-@dataclass(eq=False)
-class _Reply:
-    """One cancellable assistant turn: the LLM stream, the TTS stream and the audio leaving."""
-
-    id: str
-    turn: TurnTimeline
-    task: asyncio.Task | None = None
-    stream: object | None = None  # ReplyStream
-    tts: object | None = None  # TTSStream
-    text: list[str] = field(default_factory=list)
-    chunks: list[str] = field(default_factory=list)  # chunk texts handed to the synthesiser, in order
-    audio_s: float = 0.0
-    resume: asyncio.Event = field(default_factory=asyncio.Event)
-    history_index: int | None = None  # where its assistant message is, once written
-    finished: bool = False  # all its audio has left
-    interrupted: bool = False
-
-    def spans(self) -> list[tuple[str, float]]:
-        """(chunk text, audio seconds) for the heard-text computation; the chunk still being
-        synthesised gets the audio sent beyond the finished ones."""
-        timings = list(getattr(self.tts, "timings", []) or [])
-        spans: list[tuple[str, float]] = []
-        used = 0.0
-        t = 0
-        for text in self.chunks:
-            if t < len(timings) and timings[t].text == text:
-                spans.append((text, timings[t].audio_s))
-                used += timings[t].audio_s
-                t += 1
-            else:
-                spans.append((text, max(0.0, self.audio_s - used)))
-                break
-        return spans
 
 
 class Session:
@@ -608,7 +131,7 @@ class Session:
         self.audio_clock = AudioClockMap()
         self._audio_s = 0.0
         self._turn: TurnTimeline | None = None
-        self._reply: _Reply | None = None
+        self._reply: Reply | None = None
         self._dead: set[str] = set()  # interrupted replies: their queued tokens/audio are dropped
         self._listen_task: asyncio.Task[None] | None = None
         self._listen_tasks: set[asyncio.Task[None]] = set()
@@ -860,7 +383,7 @@ class Session:
             elif isinstance(action, Interrupt):
                 self._interrupt_reply(reply, action.played_s, action.reason)
 
-    def _interrupt_reply(self, reply: _Reply, played_s: float, reason: str) -> None:
+    def _interrupt_reply(self, reply: Reply, played_s: float, reason: str) -> None:
         if reply.interrupted:
             return
         reply.interrupted = True
@@ -897,7 +420,7 @@ class Session:
         old = self._reply
         if old is not None and not old.interrupted and old.task is not None and not old.task.done():
             self._interrupt_reply(old, self.turns.played_s(), "new_turn")
-        reply = _Reply(id=f"r{next(_reply_ids)}", turn=turn)
+        reply = Reply(id=f"r{next(_reply_ids)}", turn=turn)
         reply.resume.set()
         self._reply = reply
         if self._echo is not None:
@@ -907,7 +430,7 @@ class Session:
         self._out.put_nowait(ReplyStarted(reply.id, turn.transcript))
         reply.task = asyncio.create_task(self._reply_guarded(reply), name=f"session-reply-{reply.id}")
 
-    async def _reply_guarded(self, reply: _Reply) -> None:
+    async def _reply_guarded(self, reply: Reply) -> None:
         try:
             await self._run_reply(reply)
         except asyncio.CancelledError:
@@ -925,7 +448,7 @@ class Session:
         system = {"role": "system", "content": self._config.llm.system_prompt}
         return [system, *self.history]
 
-    async def _run_reply(self, reply: _Reply) -> None:
+    async def _run_reply(self, reply: Reply) -> None:
         from headstart.llm.stream import ReplyStream
         from headstart.tts.chunker import ClauseChunker
         from headstart.tts.normalize import normalize_text
@@ -977,7 +500,7 @@ class Session:
         self.history.append({"role": "assistant", "content": turn.reply})
         self._out.put_nowait(TurnCompleted(turn, reply.id))
 
-    async def _pump_audio(self, reply: _Reply, tts) -> None:
+    async def _pump_audio(self, reply: Reply, tts) -> None:
         from headstart.audio import StreamResampler
 
         turn = reply.turn
@@ -1005,7 +528,7 @@ class Session:
                 self._echo.push_played(to_16k.push(frame.samples) if to_16k is not None else frame.samples)
             self._out.put_nowait(_Tagged(reply.id, ReplyAudio(frame, reply.id)))
 
-    async def _wait_for_playback(self, reply: _Reply) -> None:
+    async def _wait_for_playback(self, reply: Reply) -> None:
         """Pace the audio: at most `playback_lead_s` ahead of the client's playback."""
         tt = self.turns
         while tt.reply_id == reply.id and not reply.interrupted:
@@ -1024,7 +547,7 @@ class _Tagged:
     event: object
 
 
-def _cancel_streams(reply: _Reply) -> None:
+def _cancel_streams(reply: Reply) -> None:
     for stream in (reply.stream, reply.tts):
         if stream is not None:
             stream.cancel()

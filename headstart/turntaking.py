@@ -1,0 +1,273 @@
+"""Who has the floor: the turn-taking policy, a plain synchronous state machine on an injected clock.
+
+* user: listening / speaking (the VAD); agent: listening / thinking (a reply exists, no audio has left
+  yet) / speaking (its audio is playing on the client, by the client's `playback_position` reports or,
+  between them, by real-time estimate).
+* Barge-in: a VAD speech start while the agent thinks or speaks pauses the reply at once. Words from
+  the ASR (not fillers like "mm-hmm", not bracketed noises like "[cough]") interrupt it; no words (the
+  listener's empty final transcript) resume it, and that utterance is no turn.
+* Echo: a speech start the session judged to be its own voice (`headstart.echo`) starts no pause and
+  no turn; if that utterance later yields words that are not the reply's own words (the user talked
+  over the echo), it is a barge-in after all.
+
+The session reports what happened and executes the returned `Action`s (Pause, Resume, Interrupt,
+StartReply); this module does no I/O.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass
+
+from headstart.clock import Clock
+
+class UserState(enum.Enum):
+    LISTENING = "listening"
+    SPEAKING = "speaking"
+
+
+class AgentState(enum.Enum):
+    LISTENING = "listening"
+    THINKING = "thinking"
+    SPEAKING = "speaking"
+
+
+@dataclass(frozen=True, slots=True)
+class Pause:
+    reply_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    reply_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Interrupt:
+    reply_id: str
+    played_s: float
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class StartReply:
+    transcript: str
+
+
+Action = Pause | Resume | Interrupt | StartReply
+
+FILLER_WORDS = frozenset({
+    "mm", "mmm", "hmm", "hm", "mhm", "mmhmm", "mmhm", "uh", "uhhuh", "uhuh", "um", "umm", "uhm", "ah", "ahh",
+    "oh", "er", "erm", "eh", "huh",
+})
+_BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
+_WORD = re.compile(r"[a-z0-9']+")
+_HUM = re.compile(r"[hm]+|(uh|um|ah|oh|er)+h*")  # "mmmm", "hmmm", "uhhh", "ahh"
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-case words of `text` that carry content: bracketed noises ("[cough]", "(laughs)") and
+    fillers/backchannels ("mm-hmm", "uh", "hmm") removed."""
+    text = _BRACKETED.sub(" ", text.lower()).replace("-", "")
+    words = (w.strip("'") for w in _WORD.findall(text))
+    return [w for w in words if w and w not in FILLER_WORDS and not _HUM.fullmatch(w)]
+
+
+def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
+    """True if (almost) every content word heard is a word of the reply being played."""
+    words = content_words(heard)
+    if not words:
+        return True
+    reply = set(content_words(reply_text))
+    return sum(w in reply for w in words) / len(words) >= min_overlap
+
+
+class TurnTaking:
+    """Who has the floor, as a plain state machine on an injected clock (times from `clock.now()`).
+
+    The session reports what happened (speech start/end, words, end of turn, reply audio sent,
+    playback positions) and executes the `Action`s returned (Pause, Resume, Interrupt, StartReply).
+
+    Args:
+        clock: the time source (FakeClock in tests).
+        max_pause_s: a paused reply resumes by itself this long after the user stopped speaking if no
+            transcript decided it (a safety net: the listener always sends a final transcript).
+        realtime_playback: the client plays the audio in real time from its arrival (a live client);
+            False: audio counts as played once it has left (a file writer such as the demo).
+    """
+
+    def __init__(self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True) -> None:
+        self._clock = clock
+        self.max_pause_s = max_pause_s
+        self.realtime_playback = realtime_playback
+        self.user = UserState.LISTENING
+        self.reply_id: str | None = None
+        self.paused = False
+        # the current utterance: None, "user", "barge" (paused the reply, no verdict yet), "echo",
+        # "ignored" (no words, or the session's own voice): no turn
+        self.utterance: str | None = None
+        self._speech_ended_at: float | None = None
+        self._reset_playback()
+
+    def _reset_playback(self) -> None:
+        self.sent_s = 0.0  # reply audio that has left the session
+        self.audio_finished = False  # no more audio will come for this reply
+        self._anchor_pos_s = 0.0  # playback position at _anchor_at
+        self._anchor_at: float | None = None  # None until the first audio left
+
+    # -- agent side -------------------------------------------------------------------------------
+    @property
+    def agent(self) -> AgentState:
+        if self.reply_id is None:
+            return AgentState.LISTENING
+        if self._anchor_at is None:
+            return AgentState.THINKING
+        if self.audio_finished and self.played_s() >= self.sent_s - 1e-6:
+            self.reply_id = None  # the client has played it all
+            self._reset_playback()
+            return AgentState.LISTENING
+        return AgentState.SPEAKING
+
+    def reply_started(self, reply_id: str) -> None:
+        self.reply_id = reply_id
+        self.paused = False
+        self._reset_playback()
+
+    def audio_sent(self, duration_s: float) -> None:
+        if self._anchor_at is None:
+            self._anchor_at = self._clock.now()  # the client starts playing on arrival
+        self.sent_s += duration_s
+
+    def audio_done(self) -> None:
+        """All of the reply's audio has left (or there was none)."""
+        self.audio_finished = True
+        if self._anchor_at is None:  # no audio at all: nothing will play
+            self.reply_id = None
+            self._reset_playback()
+
+    def playback_position(self, reply_id: str, position_s: float) -> None:
+        """The client reports having played `position_s` of reply `reply_id`'s audio."""
+        if reply_id != self.reply_id or self._anchor_at is None:
+            return
+        self._anchor_pos_s = min(position_s, self.sent_s)
+        self._anchor_at = self._clock.now()
+
+    def played_s(self) -> float:
+        """How much of the reply's audio the client has played now (reported, then real time, frozen
+        while paused, never more than was sent)."""
+        if self._anchor_at is None:
+            return 0.0
+        if not self.realtime_playback:
+            return self.sent_s
+        position = self._anchor_pos_s
+        if not self.paused:
+            position += self._clock.now() - self._anchor_at
+        return min(position, self.sent_s)
+
+    # -- user side --------------------------------------------------------------------------------
+    def speech_started(self, echo: bool = False) -> list[Action]:
+        """The VAD heard speech start; `echo`: the audio matches what is being played."""
+        self.user = UserState.SPEAKING
+        self._speech_ended_at = None
+        agent = self.agent
+        if agent is AgentState.LISTENING:
+            self.utterance = "user"
+            return []
+        if echo and agent is AgentState.SPEAKING:
+            self.utterance = "echo"
+            return []
+        self.utterance = "barge"
+        if self.paused:
+            return []
+        self._pause()
+        return [Pause(self.reply_id)]  # type: ignore[arg-type]
+
+    def speech_ended(self) -> None:
+        self.user = UserState.LISTENING
+        self._speech_ended_at = self._clock.now()
+
+    def words(self, text: str, reply_text: str = "") -> list[Action]:
+        """A partial transcript of the current utterance; `reply_text`: the reply being played."""
+        if self.utterance == "barge" and content_words(text):
+            return self._interrupt("barge_in")
+        if self.utterance == "echo" and not is_echo_text(text, reply_text):
+            return self._interrupt("barge_in")  # the user talks over the echo
+        return []
+
+    def final(self, text: str, reply_text: str = "") -> list[Action]:
+        """The final transcript of the current utterance."""
+        if self.utterance == "barge":
+            if content_words(text):
+                return self._interrupt("barge_in")
+            self.utterance = "ignored"  # a cough, "mm-hmm": no turn, the reply goes on
+            return self._resume()
+        if self.utterance == "echo":
+            if not is_echo_text(text, reply_text):
+                return self._interrupt("barge_in")
+            self.utterance = "ignored"
+        elif self.utterance is None:
+            self.utterance = "user"
+        return []
+
+    def end_of_turn(self, transcript: str) -> list[Action]:
+        """The endpointer (or the client's commit) ended the user's turn."""
+        kind, self.utterance = self.utterance, None
+        self.user = UserState.LISTENING
+        if kind in ("ignored", "echo") or not transcript.strip():
+            return []
+        actions: list[Action] = []
+        if self.agent is not AgentState.LISTENING:
+            actions += self._interrupt("new_turn")
+        return [*actions, StartReply(transcript)]
+
+    def cleared(self) -> list[Action]:
+        """The client dropped the input in progress."""
+        kind, self.utterance = self.utterance, None
+        self.user = UserState.LISTENING
+        return self._resume() if kind == "barge" else []
+
+    def interrupt(self, reason: str = "client") -> list[Action]:
+        """Stop the current reply (the client asked, or the session resets)."""
+        if self.agent is AgentState.LISTENING:
+            return []
+        return self._interrupt(reason)
+
+    def poll(self) -> list[Action]:
+        """Time-driven decisions: resume a reply paused for a barge-in whose verdict is late (a busy
+        ASR). The utterance stays a possible barge-in: words that come later still interrupt."""
+        if (
+            self.paused and self.utterance == "barge" and self.user is UserState.LISTENING
+            and self._speech_ended_at is not None
+            and self._clock.now() - self._speech_ended_at >= self.max_pause_s
+        ):
+            return self._resume()
+        return []
+
+    # -- internals --------------------------------------------------------------------------------
+    def _pause(self) -> None:
+        if self._anchor_at is not None:
+            self._anchor_pos_s = self.played_s()
+            self._anchor_at = self._clock.now()
+        self.paused = True
+
+    def _resume(self) -> list[Action]:
+        if not self.paused or self.reply_id is None:
+            self.paused = False
+            return []
+        self.paused = False
+        if self._anchor_at is not None:
+            self._anchor_at = self._clock.now()
+        return [Resume(self.reply_id)]
+
+    def _interrupt(self, reason: str) -> list[Action]:
+        if self.utterance in ("barge", "echo"):
+            self.utterance = "user"  # the words make it a real turn
+        if self.reply_id is None:
+            self.paused = False
+            return []
+        action = Interrupt(self.reply_id, self.played_s(), reason)
+        self.reply_id = None
+        self.paused = False
+        self._reset_playback()
+        return [action]
