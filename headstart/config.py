@@ -75,8 +75,11 @@ class EndpointConfig:
     silence_s: float = 0.5  # no eou_probability known
     min_silence_s: float = 0.0  # text reads complete (the VAD already waited min_silence_s - speech_pad_s)
     max_silence_s: float = 1.6  # text reads cut off: outlasts a 1.5 s mid-sentence pause
-    eou_low: float = 0.02
-    eou_high: float = 0.3
+    # thresholds for the LLM's end-of-turn token probability on text without trailing punctuation
+    # (headstart/llm/eou.py): on the bench set SmolLM2-135M gives complete sentences a median of 1e-4
+    # and the same cut in half 1.6e-8
+    eou_low: float = 1e-7
+    eou_high: float = 1e-4
     # "speech" with no recognised word for this long (claps, breathing, noise the VAD let through)
     # counts as silence from the last word's end
     max_wordless_s: float = 2.0
@@ -133,6 +136,21 @@ class TTSConfig:
 
 
 @dataclass(frozen=True, slots=True)
+class SessionConfig:
+    """The session's head start (headstart/preemption.py): incremental prefill from partial
+    transcripts and a preemptive reply, held until the end of turn confirms it.
+
+    A held reply starts when the user has stopped speaking (the VAD's speech end, or the final
+    transcript) and the text reads complete: its EOU probability is at least `preempt_eou_threshold`
+    when an EOU signal is known, else it ends with sentence punctuation (the simple rule).
+    """
+
+    head_start: bool = True  # False: no incremental prefill, no preemptive reply (ablations)
+    preempt_min_words: int = 2  # shorter texts get no held reply
+    preempt_eou_threshold: float = 0.05  # below the endpointer's eou_high: work starts while it waits
+
+
+@dataclass(frozen=True, slots=True)
 class PipelineConfig:
     """Everything one voice session needs."""
 
@@ -142,3 +160,4 @@ class PipelineConfig:
     endpoint: EndpointConfig = field(default_factory=EndpointConfig)
     llm: LLMConfig = field(default_factory=LLMConfig)
     tts: TTSConfig = field(default_factory=TTSConfig)
+    session: SessionConfig = field(default_factory=SessionConfig)

@@ -91,7 +91,8 @@ def heard_text(chunks: list[tuple[str, float]], played_s: float) -> str:
 
 @dataclass(eq=False)
 class Reply:
-    """One cancellable assistant turn: the LLM stream, the TTS stream and the audio leaving."""
+    """One cancellable assistant turn: the LLM stream, the TTS stream and the audio leaving. A held
+    (preemptive) reply keeps its events in `outbox` and its audio unsent until `released` is set."""
 
     id: str
     turn: TurnTimeline
@@ -105,6 +106,19 @@ class Reply:
     history_index: int | None = None  # where its assistant message is, once written
     finished: bool = False  # all its audio has left
     interrupted: bool = False
+    # a preemptive reply is *held*: generated and synthesised ahead, nothing leaves until released
+    held: bool = False
+    released: asyncio.Event = field(default_factory=asyncio.Event)
+    outbox: list[object] = field(default_factory=list)  # its events while held, in order
+    hypothesis: str = ""  # the user text a held reply is conditioned on
+    messages: list[dict[str, str]] | None = None  # the chat before that user text, at its start
+    released_at_s: float | None = None
+
+    @property
+    def num_generated_tokens(self) -> int:
+        """Tokens its LLM stream has generated so far (read from the stream's stats)."""
+        stats = getattr(self.stream, "stats", None)
+        return len(stats.token_times_s) if stats is not None else 0
 
     def spans(self) -> list[tuple[str, float]]:
         """(chunk text, audio seconds) for the heard-text computation; the chunk still being

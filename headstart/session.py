@@ -43,6 +43,7 @@ from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, resample, to_mono_float3
 from headstart.clock import Clock, MonotonicClock
 from headstart.components import Components
 from headstart.echo import EchoDetector, normalized_xcorr_peak
+from headstart.preemption import CancelHeld, Decision, PreemptionPolicy, Preempt, Release
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
@@ -106,6 +107,10 @@ class Session:
         realtime_playback: the consumer plays reply audio in real time as it arrives (the server's
             clients): the agent speaks until then. False (the demo writes a file): audio counts as
             played once it has left.
+        eou_scorer: optional `async (text) -> probability in [0, 1] or None` that the user's turn is
+            complete after `text` (e.g. headstart/llm/eou.py on the "llm" executor). The listener's
+            endpointer adapts its silence to it and the head start preempts on it; without one the
+            head start uses the punctuation rule (`PreemptionPolicy.reads_complete`).
     """
 
     def __init__(
@@ -117,6 +122,7 @@ class Session:
         audio_frame_s: float | None = None,
         echo: EchoDetector | None | bool = True,
         realtime_playback: bool = False,
+        eou_scorer=None,
     ) -> None:
         self._components = components
         self._config = components.config
@@ -125,6 +131,11 @@ class Session:
         self._frame_s = audio_frame_s
         self._echo = EchoDetector() if echo is True else (echo or None)
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
+        self._eou_scorer = eou_scorer
+        self.head_start = PreemptionPolicy(self._clock, self._config.session)
+        self._live = None  # LiveTurn: incremental prefill of the user turn in progress
+        self._live_messages: list[dict[str, str]] | None = None  # the chat it was opened on
+        self._held: Reply | None = None  # the preemptive reply, generated and held
         self._listener = self._new_listener()
         self._out: asyncio.Queue[object] = asyncio.Queue()
         self.history: list[dict[str, str]] = []
@@ -145,7 +156,14 @@ class Session:
 
         c = self._components
         return Listener(create_vad(self._config.vad), c.asr, Endpointer(self._config.endpoint),
-                        self._config.asr, c.asr_executor)
+                        self._config.asr, c.asr_executor,
+                        eou_scorer=self._score_eou if self._eou_scorer is not None else None)
+
+    async def _score_eou(self, text: str) -> float | None:
+        """The EOU seam: the scorer's probability goes to the endpointer (returned) and the head start."""
+        probability = await self._eou_scorer(text)
+        self._head(self.head_start.eou(text, probability))
+        return probability
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -187,6 +205,8 @@ class Session:
         if task is not None:
             await _cancel(task)
         self._turn = None
+        self._head(self.head_start.cancel("cleared"))
+        self._close_live()
         self._apply(self.turns.cleared())
 
     async def interrupt(self, reason: str = "client") -> None:
@@ -212,6 +232,8 @@ class Session:
         await self._listener.end_input()
         assert self._listen_task is not None
         await self._listen_task
+        self._head(self.head_start.cancel("cleared"))  # a held reply the input never confirmed
+        self._close_live()
         if self._reply is not None and self._reply.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reply.task
@@ -220,13 +242,15 @@ class Session:
     async def aclose(self) -> None:
         """Stop everything at once (the client went away): no more events are produced."""
         self._closed = True
-        reply = self._reply
-        if reply is not None:
+        self._close_live()
+        tasks = [t for t in (*self._listen_tasks, self._listen_task, self._timer) if t is not None]
+        for reply in (self._reply, self._held):
+            if reply is None:
+                continue
             self._dead.add(reply.id)
             _cancel_streams(reply)
-        tasks = [t for t in (*self._listen_tasks, self._listen_task, self._timer) if t is not None]
-        if reply is not None and reply.task is not None:
-            tasks.append(reply.task)
+            if reply.task is not None:
+                tasks.append(reply.task)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -300,6 +324,7 @@ class Session:
                 return  # the session's own voice: no user turn
             if self._turn is None:
                 self._turn = TurnTimeline()
+            self._head(self.head_start.speech_started())  # resumed speech drops held work
             self._out.put_nowait(event)
             self._apply(actions)
             return
@@ -318,6 +343,8 @@ class Session:
             if tt.utterance in ("echo", "ignored"):
                 return
             self._current_turn().vad_speech_end_at_s = now
+            if tt.utterance == "user":
+                self._head(self.head_start.speech_ended())
         elif isinstance(event, FinalTranscript):
             was_echo = tt.utterance == "echo"
             self._apply(tt.final(event.text, self._reply_text()))
@@ -332,13 +359,22 @@ class Session:
             turn.transcript = event.text
             if not event.text.strip():
                 self._turn = None  # no words: the listener ends this utterance without a turn
+                self._head(self.head_start.cancel("no_words"))
+                self._close_live()
+            elif tt.utterance == "user":
+                self._out.put_nowait(event)
+                self._head(self.head_start.final(event.text))
+                return
         elif isinstance(event, EndOfTurn):
             turn = self._current_turn()
             turn.end_of_turn_at_s = now
             self._turn = None
             actions = tt.end_of_turn(turn.transcript)
-            if not any(isinstance(a, StartReply) for a in actions) and not turn.transcript.strip():
-                return
+            if not any(isinstance(a, StartReply) for a in actions):
+                self._head(self.head_start.cancel("no_words"))  # no reply: nothing held may stay
+                self._close_live()
+                if not turn.transcript.strip():
+                    return
             self._out.put_nowait(event)
             for action in actions:
                 if isinstance(action, StartReply):
@@ -349,8 +385,115 @@ class Session:
         self._out.put_nowait(event)
 
     def _on_partial(self, event: PartialTranscript) -> None:
-        """Seam for preemptive replies (issue 3): incremental prefill from `event.committed` and a held
-        reply when the committed text is stable and the end-of-utterance probability is high."""
+        """A partial of the user's turn: incremental prefill of its prompt (LiveTurn.update), and the
+        head start's verdict on any held reply (a different text drops it)."""
+        if self.turns.utterance != "user":
+            return  # a possible barge-in or echo: not (yet) a turn of its own
+        live = self._ensure_live()
+        if live is not None:
+            live.update(event.text)
+        self._head(self.head_start.partial(event.text))
+
+    # -- the head start --------------------------------------------------------------------------------
+
+    def _head_start_possible(self) -> bool:
+        """Speculative work only while the agent is silent and no reply is in progress: the chat the
+        user's turn follows is then final (a barge-in still rewrites the last assistant message)."""
+        reply = self._reply
+        return (
+            self.head_start.enabled and not self._closed
+            and self.turns.agent is AgentState.LISTENING
+            and (reply is None or reply.task is None or reply.task.done())
+            and getattr(self._components.llm, "render_prompt", None) is not None
+        )
+
+    def _ensure_live(self):
+        """The LiveTurn of the user turn in progress (opened on the current chat), or None."""
+        if self._live is None and self._head_start_possible():
+            from headstart.llm.live import LiveTurn
+
+            c = self._components
+            messages = self._messages()
+            self._live = LiveTurn(c.llm, messages, self._config.llm, c.llm_executor, clock=self._clock)
+            self._live_messages = messages
+        return self._live
+
+    def _take_live(self):
+        """The LiveTurn, if it was opened on the chat as it is now; the session's own reference is
+        dropped (a LiveTurn gives one reply)."""
+        live, messages = self._live, self._live_messages
+        self._live, self._live_messages = None, None
+        if live is not None and messages != self._messages():
+            live.close()
+            return None
+        return live
+
+    def _close_live(self) -> None:
+        live, self._live, self._live_messages = self._live, None, None
+        if live is not None:
+            live.close()
+
+    def _head(self, decisions: list[Decision]) -> None:
+        for decision in decisions:
+            if isinstance(decision, CancelHeld):
+                self._drop_held(decision.reason)
+            elif isinstance(decision, Preempt):
+                self._start_held(decision.text)
+
+    def _start_held(self, text: str) -> None:
+        """Start a reply to `text` that is generated and synthesised but held (nothing leaves)."""
+        live = self._ensure_live() if self._head_start_possible() else None
+        if live is None:
+            self.head_start.withdraw()  # nothing was started: no hit, no miss
+            return
+        live = self._take_live()
+        if live is None:
+            self.head_start.withdraw()
+            return
+        messages = self._messages()
+        stream = live.reply(text)
+        reply = Reply(id=f"r{next(_reply_ids)}", turn=self._current_turn(), held=True, hypothesis=text,
+                      messages=messages)
+        reply.resume.set()
+        reply.stream = stream
+        self._held = reply
+        reply.task = asyncio.create_task(self._reply_guarded(reply), name=f"session-held-{reply.id}")
+
+    def _drop_held(self, reason: str) -> None:
+        """Cancel the held reply: its tokens and audio never leave (counted as wasted)."""
+        reply, self._held = self._held, None
+        if reply is None:
+            return
+        reply.interrupted = True
+        self._dead.add(reply.id)
+        _cancel_streams(reply)
+        if reply.task is not None and not reply.task.done():
+            reply.task.cancel()
+        self.head_start.stats.wasted_tokens += reply.num_generated_tokens
+        reply.turn.extra.setdefault("preemptive_drops", []).append(reason)
+
+    def _release(self, reply: Reply, turn: TurnTimeline, lead_s: float) -> None:
+        """End of turn on the held reply's own text: what it holds leaves now, in order."""
+        now = self._clock.now()
+        reply.held = False
+        reply.turn = turn
+        reply.released_at_s = now
+        turn.extra["preemptive_lead_s"] = round(lead_s, 4)
+        turn.extra["held_tokens"] = sum(len(e.token_ids) for e in reply.outbox if isinstance(e, TokenDelta))
+        turn.extra["held_audio_s"] = round(sum(t.audio_s for t in getattr(reply.tts, "timings", ())), 4)
+        self._reply = reply
+        if self._echo is not None:
+            self._echo.reset_played()
+        # the history keeps the text the reply (and the KV cache) was conditioned on
+        self.history.append({"role": "user", "content": reply.hypothesis})
+        self.turns.reply_started(reply.id)
+        self._out.put_nowait(ReplyStarted(reply.id, turn.transcript))
+        turn.reply_started_at_s = now
+        for event in reply.outbox:
+            self._mark(reply, event)
+            self._out.put_nowait(_Tagged(reply.id, event))
+        reply.outbox.clear()
+        reply.released.set()
 
     def _current_turn(self) -> TurnTimeline:
         if self._turn is None:
@@ -420,15 +563,45 @@ class Session:
         old = self._reply
         if old is not None and not old.interrupted and old.task is not None and not old.task.done():
             self._interrupt_reply(old, self.turns.played_s(), "new_turn")
+        held = self._held
+        release = None
+        for decision in self.head_start.end_of_turn(turn.transcript):
+            if isinstance(decision, Release):
+                release = decision
+            else:
+                self._head([decision])
+        if release is not None and held is not None and held.messages == self._messages():
+            self._held = None
+            turn.extra["preemptive"] = self.head_start.take_outcome()
+            self._record_head_start(turn)
+            self._release(held, turn, release.lead_s)
+            return
+        if release is not None:  # the chat changed under it (cannot happen while the agent is silent)
+            self.head_start.stats.hits -= 1
+            self.head_start.stats.misses += 1
+            self.head_start.outcome = "miss"
+            self._drop_held("history_changed")
+        turn.extra["preemptive"] = self.head_start.take_outcome()
+        self._record_head_start(turn)
+        live = self._take_live()
         reply = Reply(id=f"r{next(_reply_ids)}", turn=turn)
         reply.resume.set()
+        reply.released.set()
         self._reply = reply
         if self._echo is not None:
             self._echo.reset_played()
+        if live is not None:
+            reply.stream = live.reply(turn.transcript)  # the prompt is mostly prefilled already
         self.history.append({"role": "user", "content": turn.transcript})
         self.turns.reply_started(reply.id)
         self._out.put_nowait(ReplyStarted(reply.id, turn.transcript))
+        turn.reply_started_at_s = self._clock.now()
         reply.task = asyncio.create_task(self._reply_guarded(reply), name=f"session-reply-{reply.id}")
+
+    def _record_head_start(self, turn: TurnTimeline) -> None:
+        stats = self.head_start.stats
+        turn.extra.update(head_start=self.head_start.enabled, preemptive_hits=stats.hits,
+                          preemptive_misses=stats.misses, preemptive_wasted_tokens=stats.wasted_tokens)
 
     async def _reply_guarded(self, reply: Reply) -> None:
         try:
@@ -438,6 +611,11 @@ class Session:
             raise
         except Exception as exc:  # noqa: BLE001 - the consumer sees the error at once; the session goes on
             _cancel_streams(reply)
+            if reply.held:  # speculative work failed: drop it silently, the end of turn regenerates
+                if self._held is reply:
+                    self.head_start.drop("failed")
+                    self._drop_held("failed")
+                return
             if self._reply is reply:
                 self._reply = None
                 if self.turns.reply_id == reply.id:
@@ -454,7 +632,7 @@ class Session:
         from headstart.tts.normalize import normalize_text
         from headstart.tts.stream import TTSStream
 
-        c, turn = self._components, reply.turn
+        c = self._components
 
         def normalize(chunk: str) -> str:
             spoken = normalize_text(chunk)
@@ -463,56 +641,72 @@ class Session:
             return spoken
 
         tts = TTSStream(c.tts, ClauseChunker(self._config.tts), c.tts_executor, clock=self._clock,
-                        normalize=normalize, frame_s=self._frame_s)
+                        normalize=normalize, frame_s=self._frame_s, output_rate_hz=self._config.tts.output_rate_hz)
         reply.tts = tts
         audio_task = asyncio.create_task(self._pump_audio(reply, tts), name=f"session-audio-{reply.id}")
-        turn.reply_started_at_s = self._clock.now()
-        stream = ReplyStream(c.llm, self._messages(), self._config.llm, c.llm_executor, clock=self._clock)
-        reply.stream = stream
+        if reply.stream is None:
+            reply.stream = ReplyStream(c.llm, self._messages(), self._config.llm, c.llm_executor, clock=self._clock)
+        stream = reply.stream
         try:
             async for event in stream:
                 if isinstance(event, TokenDelta):
-                    now = self._clock.now()
-                    if turn.first_token_at_s is None:
-                        turn.first_token_at_s = now
-                    turn.last_token_at_s = now
-                    turn.num_tokens += max(1, len(event.token_ids))
                     reply.text.append(event.text)
                     tts.push_text(event.text)
-                    self._out.put_nowait(_Tagged(reply.id, event))
-                elif isinstance(event, ReplyDone):
-                    turn.num_tokens = event.num_tokens
-                    self._out.put_nowait(_Tagged(reply.id, event))
+                self._deliver(reply, event)
             tts.end_input()
             await audio_task
+            await reply.released.wait()  # a held reply whose audio is all made waits for its release
         except BaseException:
             _cancel_streams(reply)
             await _cancel(audio_task)
             raise
+        turn = reply.turn
         reply.finished = True
         if self.turns.reply_id == reply.id:
             self.turns.audio_done()
         turn.reply = "".join(reply.text).strip()
         turn.reply_done_at_s = self._clock.now()
-        if tts.timings:
-            turn.tts_first_text_at_s = tts.timings[0].ready_at_s
+        if tts.timings:  # a held reply's text was ready before its release: count from the release
+            turn.tts_first_text_at_s = max(tts.timings[0].ready_at_s, reply.released_at_s or float("-inf"))
         reply.history_index = len(self.history)
         self.history.append({"role": "assistant", "content": turn.reply})
         self._out.put_nowait(TurnCompleted(turn, reply.id))
 
+    def _deliver(self, reply: Reply, event: object) -> None:
+        """Send a reply's event now, or keep it in the outbox while the reply is held."""
+        if reply.held:
+            reply.outbox.append(event)
+            return
+        self._mark(reply, event)
+        self._out.put_nowait(_Tagged(reply.id, event))
+
+    def _mark(self, reply: Reply, event: object) -> None:
+        """Timeline marks of an event leaving the session."""
+        turn = reply.turn
+        if isinstance(event, TokenDelta):
+            now = self._clock.now()
+            if turn.first_token_at_s is None:
+                turn.first_token_at_s = now
+            turn.last_token_at_s = now
+            turn.num_tokens += max(1, len(event.token_ids))
+        elif isinstance(event, ReplyDone):
+            turn.num_tokens = event.num_tokens
+
     async def _pump_audio(self, reply: Reply, tts) -> None:
         from headstart.audio import StreamResampler
 
-        turn = reply.turn
         started = False
         to_16k = None
         async for frame in tts:
+            if not reply.released.is_set():  # held: the first clause is synthesised, and waits here
+                await reply.released.wait()
             while not reply.resume.is_set():  # paused for a possible barge-in: hold the audio
                 await reply.resume.wait()
             if reply.interrupted:
                 return
             if self._lead_s is not None:
                 await self._wait_for_playback(reply)
+            turn = reply.turn
             if not started:
                 started = True
                 self._out.put_nowait(_Tagged(reply.id, ReplyAudioStart(reply.id, frame.sample_rate)))

@@ -1,0 +1,208 @@
+"""The head start's decisions: when to start a held (preemptive) reply before the end of turn, when to
+drop it, and whether the end of turn releases it. A plain synchronous policy on an injected clock; the
+session executes the returned decisions (no I/O here).
+
+    policy.partial(text)           every partial transcript of the user's turn
+    policy.speech_ended()          the VAD heard the user stop
+    policy.final(text)             the utterance's final transcript
+    policy.eou(text, probability)  an end-of-utterance probability for `text` (optional signal)
+    policy.speech_started()        the VAD heard speech (resumed speech cancels held work)
+    policy.end_of_turn(text)       -> Release (a hit) or CancelHeld + nothing (a miss: regenerate)
+    policy.cancel(reason)          the turn was dropped (no words, cleared, reset)
+
+When to preempt: once the user has stopped speaking (the VAD's speech end: no new words can come, so
+the text is as stable as it gets before the final pass) and the text *reads complete* (see
+`reads_complete`): its EOU probability is at least `SessionConfig.preempt_eou_threshold` when one is
+known for exactly this text, else (the simple rule, used while no EOU signal is wired) it ends with
+sentence punctuation. The final transcript is checked again: a different text drops the held reply and,
+if it reads complete, starts one on the final text. A held reply is released only when the end of turn's
+transcript equals the text it was conditioned on (whitespace aside); anything else drops it, so a stale
+reply is never spoken.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from headstart.clock import Clock
+from headstart.config import SessionConfig
+
+_SENTENCE_END = (".", "?", "!", "…")
+_SPACE = re.compile(r"\s+")
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Start a held reply conditioned on `text` as the user's message."""
+
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class CancelHeld:
+    """Drop the held reply (a miss). `reason`: "speech_resumed", "text_changed", "mismatch", "no_words",
+    "cleared"."""
+
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """End of turn on the held reply's own text: send it now. `lead_s`: how long before the end of turn
+    it started (the head start gained, seconds)."""
+
+    text: str
+    lead_s: float
+
+
+Decision = Preempt | CancelHeld | Release
+
+
+@dataclass(slots=True)
+class HeadStartStats:
+    """Counters over a session: `hits` (held replies released), `misses` (held replies dropped),
+    `wasted_tokens` (tokens generated for dropped replies; the session adds them)."""
+
+    hits: int = 0
+    misses: int = 0
+    wasted_tokens: int = 0
+
+
+def same_text(a: str, b: str) -> bool:
+    """Equal but for whitespace (a partial joins committed and pending text with a space)."""
+    return _SPACE.sub("", a) == _SPACE.sub("", b)
+
+
+class PreemptionPolicy:
+    """The head start's decisions for one session (see the module docstring).
+
+    Args:
+        clock: the time source (FakeClock in tests).
+        config: `SessionConfig` (`head_start=False`: every method returns no decision).
+
+    Attributes:
+        held_text: the text the held reply is conditioned on (None: nothing held).
+        outcome: this turn's result so far: "none", "miss" (a held reply was dropped) or "hit".
+        stats: counters over the session.
+    """
+
+    def __init__(self, clock: Clock, config: SessionConfig | None = None) -> None:
+        self._clock = clock
+        self.config = config or SessionConfig()
+        self.stats = HeadStartStats()
+        self.held_text: str | None = None
+        self._held_at_s = 0.0
+        self._latest = ""
+        self._speaking = False
+        self._eou: tuple[str, float] | None = None
+        self.outcome = "none"
+
+    @property
+    def enabled(self) -> bool:
+        return self.config.head_start
+
+    def reads_complete(self, text: str) -> bool:
+        """Would the user's turn plausibly end after `text`? EOU probability when known for this very
+        text, else sentence punctuation at its end; never for fewer than `preempt_min_words` words."""
+        text = text.strip()
+        if len(text.split()) < max(1, self.config.preempt_min_words):
+            return False
+        if self._eou is not None and same_text(self._eou[0], text):
+            return self._eou[1] >= self.config.preempt_eou_threshold
+        return text.endswith(_SENTENCE_END)
+
+    # -- events ---------------------------------------------------------------------------------------
+    def speech_started(self) -> list[Decision]:
+        self._speaking = True
+        return self._cancel("speech_resumed")
+
+    def partial(self, text: str) -> list[Decision]:
+        self._latest = text
+        if self.held_text is not None and not same_text(text, self.held_text):
+            return self._cancel("text_changed")
+        return []
+
+    def speech_ended(self) -> list[Decision]:
+        self._speaking = False
+        return self._maybe_preempt(self._latest)
+
+    def final(self, text: str) -> list[Decision]:
+        """The utterance's final transcript ("" = no words: the utterance is no turn)."""
+        self._speaking = False
+        if not text.strip():
+            self._latest = ""
+            return self._cancel("no_words")
+        self._latest = text
+        decisions: list[Decision] = []
+        if self.held_text is not None and not same_text(text, self.held_text):
+            decisions += self._cancel("text_changed")
+        return decisions + self._maybe_preempt(text)
+
+    def eou(self, text: str, probability: float | None) -> list[Decision]:
+        """An EOU probability for `text` (None: unknown). It may start a held reply while the user is
+        silent and `text` is the latest."""
+        self._eou = None if probability is None else (text, float(probability))
+        if self._speaking or not same_text(text, self._latest):
+            return []
+        return self._maybe_preempt(text)
+
+    def end_of_turn(self, text: str) -> list[Decision]:
+        """The turn is over with transcript `text`: Release the held reply if it was conditioned on it,
+        else drop it (the session then generates the reply as usual)."""
+        held = self.held_text
+        decisions: list[Decision]
+        if held is not None and same_text(held, text):
+            self.held_text = None
+            self.stats.hits += 1
+            self.outcome = "hit"
+            decisions = [Release(held, self._clock.now() - self._held_at_s)]
+        else:
+            decisions = self._cancel("mismatch")
+        self._new_turn()
+        return decisions
+
+    def cancel(self, reason: str = "cleared") -> list[Decision]:
+        """The turn ends without a reply (no words, cleared input, reset)."""
+        decisions = self._cancel(reason)
+        self._new_turn()
+        return decisions
+
+    def drop(self, reason: str) -> list[Decision]:
+        """Drop the held reply but keep the turn going (e.g. the held reply failed)."""
+        return self._cancel(reason)
+
+    def withdraw(self) -> None:
+        """The session could not start the reply a `Preempt` asked for: nothing is held, and it
+        counts as neither hit nor miss."""
+        self.held_text = None
+
+    def take_outcome(self) -> str:
+        """This turn's outcome ("hit", "miss", "none"), then start counting the next turn."""
+        outcome, self.outcome = self.outcome, "none"
+        return outcome
+
+    # -- internals ------------------------------------------------------------------------------------
+    def _new_turn(self) -> None:
+        self._latest = ""
+        self._eou = None
+        self._speaking = False
+
+    def _maybe_preempt(self, text: str) -> list[Decision]:
+        if not self.enabled or self._speaking or not self.reads_complete(text):
+            return []
+        if self.held_text is not None and same_text(self.held_text, text):
+            return []
+        decisions = self._cancel("text_changed")
+        self.held_text = text
+        self._held_at_s = self._clock.now()
+        return [*decisions, Preempt(text)]
+
+    def _cancel(self, reason: str) -> list[Decision]:
+        if self.held_text is None:
+            return []
+        self.held_text = None
+        self.stats.misses += 1
+        if self.outcome != "hit":
+            self.outcome = "miss"
+        return [CancelHeld(reason)]
