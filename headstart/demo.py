@@ -51,6 +51,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
+    add_head_start_argument(parser)
+
+
+def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--no-head-start", action="store_true", help="no incremental prefill and no "
+                        "preemptive reply before the end of turn (for comparisons)")
 
 
 @dataclass
@@ -267,6 +273,7 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
     table.add_column("turn")
     for title, _ in columns:
         table.add_column(title, justify="right")
+    table.add_column("preemptive")
     rows = []
     for user_turn, result in zip(turns, results):
         timeline = result.timeline
@@ -279,11 +286,17 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
             "num_tokens": timeline.num_tokens if timeline is not None else 0,
             "reply_audio_s": round(timeline.reply_audio_s, 3) if timeline is not None else 0.0,
             "speech_end_source": result.speech_end_source,
+            "preemptive": timeline.extra.get("preemptive", "none") if timeline is not None else "none",
         }
+        if timeline is not None:
+            for key in ("preemptive_lead_s", "held_tokens", "held_audio_s", "preemptive_hits", "preemptive_misses",
+                        "preemptive_wasted_tokens"):
+                if key in timeline.extra:
+                    row[key] = timeline.extra[key]
         if user_turn.reference is not None:
             row["reference"] = user_turn.reference
         rows.append(row)
-        table.add_row(result.name, *(_fmt(metrics[key]) for _, key in columns))
+        table.add_row(result.name, *(_fmt(metrics[key]) for _, key in columns), row["preemptive"])
     Console(file=sys.stdout, width=120).print(table)
     summary = {**rows[0], "models": models, "pace": "fast" if fast else "realtime"}
     if len(rows) > 1:
@@ -299,6 +312,7 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         asr=replace(base.asr, model=args.asr),
         llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens),
         tts=replace(base.tts, engine=args.tts),
+        session=replace(base.session, head_start=not getattr(args, "no_head_start", False)),
     )
 
 
@@ -338,6 +352,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         printer.info("no reply: nothing was heard, so no reply.wav was written")
     models = {"asr": config.asr.model, "llm": config.llm.model, "tts": config.tts.engine, "vad": config.vad.engine}
     summary = report(results, turns, models, args.fast, args.quiet)
+    summary["head_start"] = config.session.head_start
     summary["reply_wav"] = str(args.out) if audio.size else None
     print(json.dumps(summary, ensure_ascii=False))
     return 0

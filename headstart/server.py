@@ -414,7 +414,26 @@ def turn_metrics(t, reply_id: str, interrupted: bool) -> dict:
         "vad_end_to_first_audio_ms": since(t.vad_speech_end_at_s, t.first_audio_at_s),
         "turn_end_to_first_audio_ms": since(t.end_of_turn_at_s, t.first_audio_at_s),
         **figures,
+        **head_start_metrics(t),
     }
+
+
+def head_start_metrics(t) -> dict:
+    """The head start's figures of a turn: `preemptive` ("hit": a held reply was released, "miss": one
+    was dropped, "none"), the session's running `preemptive_hits` / `_misses` / `_wasted_tokens`, and
+    on a hit `preemptive_lead_ms` (how long before the end of turn it started), `held_tokens`,
+    `held_audio_ms` (ready when the turn ended)."""
+    extra = t.extra
+    out = {
+        "preemptive": extra.get("preemptive", "none"),
+        "preemptive_hits": extra.get("preemptive_hits", 0),
+        "preemptive_misses": extra.get("preemptive_misses", 0),
+        "preemptive_wasted_tokens": extra.get("preemptive_wasted_tokens", 0),
+    }
+    if "preemptive_lead_s" in extra:
+        out.update(preemptive_lead_ms=ms(extra["preemptive_lead_s"]), held_tokens=extra.get("held_tokens", 0),
+                   held_audio_ms=ms(extra.get("held_audio_s", 0.0)))
+    return out
 
 
 def _looks_like_json(data: bytes) -> bool:
@@ -446,6 +465,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
+    from headstart.demo import add_head_start_argument
+
+    add_head_start_argument(parser)
 
 
 def run_from_args(args) -> int:
