@@ -237,6 +237,50 @@ def test_transcripts_reply_text_and_a_flush_on_interrupt(chromium):
 
 
 @pytest.mark.slow
+def test_push_to_talk_sends_audio_only_while_held_then_commits(chromium):
+    server = ServerThread(no_model_components())
+    context = chromium.new_context(permissions=["microphone"])
+    try:
+        page = context.new_page()
+        page.add_init_script(RECORD_SENT)
+        page.goto(server.url)
+        assert page.locator("#talk").is_hidden()
+        page.check("input[value=ptt]")
+        assert page.locator("#talk").is_visible()
+        page.click("#start")
+        page.wait_for_function("window.headstart.state.sessionStarted", timeout=10_000)
+        page.click("#mute")  # silence, so the server's VAD has nothing to say
+        page.wait_for_function("window.headstart.stats.framesCaptured >= 15", timeout=5_000)  # the mic runs
+        assert page.evaluate("window.headstart.stats.framesSent") == 0  # not held: nothing is sent
+
+        page.hover("#talk")
+        page.mouse.down()
+        assert page.get_attribute("#talk", "aria-pressed") == "true"
+        page.wait_for_function("window.headstart.stats.framesSent >= 15", timeout=5_000)
+        page.mouse.up()
+        assert page.get_attribute("#talk", "aria-pressed") == "false"
+        page.wait_for_function("window.__sent.some(m => m.type === 'input.commit')", timeout=5_000)
+        held = page.evaluate("window.headstart.stats.framesSent")
+        page.wait_for_timeout(300)
+        assert page.evaluate("window.headstart.stats.framesSent") == held  # released: nothing more
+
+        page.locator("body").focus()
+        page.keyboard.down("Space")  # the space bar works the same way
+        page.wait_for_function(f"window.headstart.stats.framesSent >= {held + 10}", timeout=5_000)
+        page.keyboard.up("Space")
+        page.wait_for_function("window.__sent.filter(m => m.type === 'input.commit').length === 2", timeout=5_000)
+
+        page.check("input[value=handsfree]")  # hands-free: every frame goes
+        assert page.locator("#talk").is_hidden()
+        now = page.evaluate("window.headstart.stats.framesSent")
+        page.wait_for_function(f"window.headstart.stats.framesSent >= {now + 10}", timeout=5_000)
+        assert not page.locator("#alert").is_visible()
+    finally:
+        context.close()
+        server.stop()
+
+
+@pytest.mark.slow
 def test_denied_microphone_and_a_server_that_goes_away(chromium):
     server = ServerThread(no_model_components())
     port = server.port

@@ -21,7 +21,7 @@ const ui = {
 };
 
 const stats = {
-  framesSent: 0, framesDropped: 0, samplesSent: 0, audioBytesReceived: 0, playedSamples: 0, playedMs: 0,
+  framesCaptured: 0, framesSent: 0, framesDropped: 0, samplesSent: 0, audioBytesReceived: 0, playedSamples: 0, playedMs: 0,
   playbackDropped: 0, repliesStarted: 0, repliesPlayed: 0, turns: 0, connects: 0, reconnects: 0, errors: [],
 };
 const state = {
@@ -118,8 +118,15 @@ function connect() {
   };
   socket.onmessage = (e) => {
     if (socket !== ws) return;
-    if (typeof e.data === 'string') onEvent(JSON.parse(e.data));
-    else onReplyAudio(e.data);
+    if (typeof e.data !== 'string') return onReplyAudio(e.data);
+    let event;
+    try {
+      event = JSON.parse(e.data);
+    } catch (err) {
+      console.warn('headstart: a text frame that is not JSON was ignored', err);
+      return undefined;
+    }
+    return onEvent(event);
   };
   socket.onclose = (e) => {
     if (socket !== ws) return;
@@ -283,6 +290,7 @@ async function startAudio(ctx) {
 
 function onMicFrame(msg) {
   if (msg.type !== 'frame') return;
+  stats.framesCaptured += 1;
   ui.level.style.width = `${Math.min(100, Math.sqrt(msg.level) * 220)}%`;
   const sending = state.mode === 'handsfree' || state.talking;
   if (!sending || !state.sessionStarted || !ws || ws.readyState !== WebSocket.OPEN) return;
@@ -510,14 +518,16 @@ function drawTimeline(m, vadDelay, heard) {
   const at = (x) => (x == null ? null : vadDelay + x);
   const firstToken = at(m.vad_end_to_first_token_ms);
   const firstAudio = at(m.vad_end_to_first_audio_ms);
+  const ttsText = firstAudio != null && m.tts_ttfa_ms != null ? firstAudio - m.tts_ttfa_ms : null;
   const lanes = [
     { label: 'VAD end', from: 0, to: vadDelay, color: '#8a8a92' },
     { label: 'ASR final', from: vadDelay, to: at(m.vad_end_to_final_ms), color: '#1c7c45' },
     { label: 'End of turn', from: vadDelay, to: at(m.vad_end_to_turn_end_ms), color: '#2e9a6a' },
     { label: 'LLM TTFT', from: firstToken != null && m.ttft_ms != null ? firstToken - m.ttft_ms : null, to: firstToken,
       color: '#a06000' },
-    { label: 'TTS first audio', from: firstAudio != null && m.tts_ttfa_ms != null ? firstAudio - m.tts_ttfa_ms : null,
-      to: firstAudio, color: '#6a4bc4' },
+    // tokens after the first until the chunker hands the first clause to the TTS
+    { label: 'First clause', from: firstToken, to: ttsText, color: '#c98a2b' },
+    { label: 'TTS first audio', from: ttsText, to: firstAudio, color: '#6a4bc4' },
     { label: 'Heard here', from: heard, to: heard, color: '#2456c9', marker: true },
   ];
   const ends = lanes.flatMap((l) => [l.from, l.to]).filter((x) => x != null && Number.isFinite(x));
