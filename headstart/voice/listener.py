@@ -216,11 +216,10 @@ class Listener:
         self._poll_endpointer()
 
     async def settle(self) -> None:
-        """Wait for the ASR pass and the EOU scoring in flight now (if any) to be processed. For
-        harnesses that drive time themselves (the benchmark); the stream works without it."""
-        for task in (self._task, self._eou_task):
-            if task is not None:
-                await task
+        """Wait until the ASR pass in flight now (if any) has been processed. For harnesses that
+        drive time themselves (the benchmark); the stream works without it."""
+        if self._task is not None:
+            await self._task
 
     @property
     def asr_busy(self) -> bool:

@@ -1,0 +1,459 @@
+"""`headstart bench asr [--json] [--input-dir DIR]`: the listening stage on real recordings.
+
+Every recording is streamed through the real `Listener` (Silero VAD, whisper through LocalAgreement,
+the Endpointer with, by default, the semantic EOU signal of SmolLM2-135M from headstart/llm/eou.py) in
+20 ms frames, followed by 3 s of low room-level noise. Figures:
+
+* WER of the final transcripts (normalised text, corpus-level);
+* partial latency: for each word of the final transcript, the time from the end of that word (its
+  whisper timestamp) to the first partial transcript that contains it; p50/p90 over all words;
+* final delay: when the FinalTranscript is ready minus the end-of-turn decision (0 when it was ready
+  first); p50;
+* end-of-turn delay: when the EndOfTurn is available (decided *and* final ready) minus the true end of
+  speech (bench data: `speech_end_s`; an --input-dir: Silero's last speech end minus its padding);
+  p50/p90 over the complete recordings;
+* false cut-off rate on the pause set: each recording of four words or more, with a 0.6-1.5 s pause
+  inserted at the word gap nearest its middle (found with whisper word timestamps), once filled with
+  the recording's own room noise and once with digital zero: an EndOfTurn decided inside the pause is
+  a cut-off;
+* RTF: ASR compute time / audio time.
+
+Time. The stream is not paced by sleeping: it runs on *audio time*, with every ASR pass and EOU call
+occupying its worker for the wall time it really took (a discrete-event simulation: a pass started at
+audio time t with a 0.6 s compute delivers its result at t + 0.6 s, and frames after that see it). That
+is what a real-time run on this machine would see, without the idle waiting. The latency figures
+(partial, final delay, end-of-turn delay) therefore depend on the wall time of the compute and on how
+busy the CPU is; WER and the false cut-offs depend on it only through which partials exist when the
+endpointer decides.
+
+The last line printed is one JSON object with the keys `wer`, `partial_p50_s`, `partial_p90_s`,
+`final_delay_p50_s`, `eou_delay_p50_s`, `eou_delay_p90_s`, `false_cutoff_rate`, `rtf`, `model`,
+`utterances` (plus details).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import csv
+import json
+import random
+import statistics
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+SR = 16000
+FRAME_S = 0.02
+TAIL_S = 3.0
+TARGETS = {
+    "wer": 0.06,
+    "partial_p50_s": 0.5,
+    "final_delay_p50_s": 0.15,
+    "eou_delay_p50_s": 0.3,
+    "false_cutoff_rate": 0.05,
+}
+
+
+@dataclass
+class Item:
+    name: str
+    text: str
+    audio: np.ndarray  # float32 16 kHz mono
+    speech_end_s: float
+    speech_start_s: float = 0.0
+
+
+@dataclass
+class RunResult:
+    final_text: str = ""
+    words: list = field(default_factory=list)  # final pass words (Word) for partial latency
+    partials: list = field(default_factory=list)  # (virtual time, text)
+    finals: list = field(default_factory=list)  # (virtual time, FinalTranscript)
+    turns: list = field(default_factory=list)  # (virtual time, EndOfTurn)
+    asr_compute_s: float = 0.0
+    eou_compute_s: list = field(default_factory=list)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the `bench asr` options to `parser`."""
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    parser.add_argument("--input-dir", default=None, help="WAVs + transcripts.tsv (file, text, ...); default: bench data")
+    parser.add_argument("--model", default="whisper-tiny.en", help="ASR model (preset, folder or hub id)")
+    parser.add_argument("--endpointing", choices=("semantic", "silence"), default="semantic",
+                        help="semantic: EOU probability from the LLM adapts the silence; silence: fixed silence_s")
+    parser.add_argument("--llm", default="smollm2-135m", help="LLM for the semantic EOU signal")
+    parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
+    parser.add_argument("--no-pauses", action="store_true", help="skip the pause set (no false cut-off rate)")
+    parser.add_argument("--threads", type=int, default=1, help="CTranslate2 threads (ThreadPlan.asr_threads)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths")
+
+
+# -- data ------------------------------------------------------------------------------------------
+def load_items(input_dir: str | None) -> list[Item]:
+    """The bench data (true speech bounds from the data index) or a folder with transcripts.tsv.
+
+    Raises:
+        FileNotFoundError: DIR has no transcripts.tsv or a listed file is missing.
+        ValueError: transcripts.tsv lacks the `file` and `text` columns.
+    """
+    from headstart.audio import read_wav
+
+    if input_dir is None:
+        from headstart.bench.data import recordings
+
+        return [Item(r.name, r.text, r.read(), r.speech_end_s, r.speech_start_s) for r in recordings()]
+    root = Path(input_dir)
+    index = root / "transcripts.tsv"
+    if not index.is_file():
+        raise FileNotFoundError(f"{index} not found: --input-dir needs WAVs and a transcripts.tsv (file, text)")
+    with index.open(newline="", encoding="utf-8") as f:
+        rows = list(csv.reader(f, delimiter="\t", quoting=csv.QUOTE_NONE))
+    if not rows or len(rows[0]) < 2:
+        raise ValueError(f"{index}: the header row needs at least two columns (file, text)")
+    items = []
+    for row in rows[1:]:
+        if len(row) < 2 or not row[0].strip():
+            continue
+        path = root / row[0]
+        if not path.is_file():
+            raise FileNotFoundError(f"{path} (listed in {index}) not found")
+        audio = read_wav(path, sample_rate=SR)
+        start, end = _speech_bounds(audio)
+        items.append(Item(path.stem, row[1], audio, end, start))
+    if not items:
+        raise ValueError(f"{index} lists no recordings")
+    return items
+
+
+def _speech_bounds(audio: np.ndarray) -> tuple[float, float]:
+    """Silero's first speech start and last speech end (padding removed), for recordings without an index."""
+    from headstart.config import VADConfig
+    from headstart.events import SpeechEnded, SpeechStarted
+    from headstart.voice.vad import SileroVAD
+
+    config = VADConfig()
+    vad = SileroVAD(config)
+    events = vad.push(audio) + vad.flush()
+    starts = [e.audio_s for e in events if isinstance(e, SpeechStarted)]
+    ends = [e.audio_s for e in events if isinstance(e, SpeechEnded)]
+    if not ends:
+        return 0.0, audio.shape[0] / SR
+    return starts[0] + config.speech_pad_s, max(ends[-1] - config.speech_pad_s, 0.0)
+
+
+def room_noise(audio: np.ndarray, speech_start_s: float, seconds: float, rng: np.random.Generator) -> np.ndarray:
+    """`seconds` of noise at the recording's own background level (RMS of its leading non-speech,
+    at least -70 dBFS), white: a room, not digital zero."""
+    lead = audio[: max(int(speech_start_s * SR) - 800, 0)]
+    rms = float(np.sqrt(np.mean(lead.astype(np.float64) ** 2))) if lead.size >= 800 else 0.0
+    rms = max(rms, 10 ** (-70 / 20))
+    return (rng.standard_normal(int(round(seconds * SR))) * rms).astype(np.float32)
+
+
+@dataclass
+class PauseItem:
+    item: Item
+    audio: np.ndarray
+    pause_start_s: float
+    pause_end_s: float
+    kind: str  # "noise" or "zero"
+
+
+def pause_set(items: list[Item], asr: Any, seed: int) -> list[PauseItem]:
+    """For each item of >= 4 reference words: a 0.6-1.5 s pause at the word gap nearest the middle
+    (whisper word timestamps of the whole recording), filled with room noise, and again with zeros."""
+    rng = random.Random(seed)
+    noise_rng = np.random.default_rng(seed)
+    out = []
+    for item in items:
+        if len(item.text.replace("...", " ").split()) < 4:
+            continue
+        words = asr.transcribe(item.audio).words
+        if len(words) < 4:
+            continue
+        k = len(words) // 2
+        gap_s = (words[k - 1].end_s + words[k].start_s) / 2
+        cut = int(round(gap_s * SR))
+        pause_s = rng.uniform(0.6, 1.5)
+        for kind in ("noise", "zero"):
+            fill = (
+                room_noise(item.audio, item.speech_start_s, pause_s, noise_rng)
+                if kind == "noise"
+                else np.zeros(int(round(pause_s * SR)), np.float32)
+            )
+            audio = np.concatenate([item.audio[:cut], fill, item.audio[cut:]])
+            out.append(PauseItem(item, audio, cut / SR, cut / SR + pause_s, kind))
+    return out
+
+
+# -- audio-time simulation ---------------------------------------------------------------------------
+class _Job:
+    def __init__(self, submit_s: float) -> None:
+        self.submit_s = submit_s
+        self.compute_s = 0.0
+        self.computed = threading.Event()
+        self.release = threading.Event()
+        self.future: asyncio.Future | None = None
+
+    @property
+    def end_s(self) -> float:
+        return self.submit_s + self.compute_s
+
+
+class _Sim:
+    """Audio-time driver: `now_s` is the audio pushed so far; jobs finish at submit + compute time."""
+
+    def __init__(self) -> None:
+        self.now_s = 0.0
+        self.asr_job: _Job | None = None
+        self.eou_jobs: list[_Job] = []
+        self.llm_free_s = 0.0
+
+
+class _PacedASR:
+    """Runs the real ASR at once (in the ASR executor), then holds the result until the simulation
+    reaches the pass' start + its compute time."""
+
+    def __init__(self, asr: Any, sim: _Sim, result: RunResult) -> None:
+        self.asr, self.sim, self.result = asr, sim, result
+
+    def transcribe(self, samples: np.ndarray, offset_s: float = 0.0, prompt: str | None = None):
+        job = _Job(self.sim.now_s)
+        self.sim.asr_job = job
+        started = time.perf_counter()
+        try:
+            out = self.asr.transcribe(samples, offset_s, prompt=prompt) if prompt else self.asr.transcribe(samples, offset_s)
+        finally:
+            job.compute_s = time.perf_counter() - started
+            self.result.asr_compute_s += job.compute_s
+            job.computed.set()
+        job.release.wait()
+        return out
+
+
+async def _advance(sim: _Sim, listener: Any, target_s: float) -> None:
+    """Deliver, in order, every ASR/EOU result due at or before `target_s`; then now = target_s."""
+    while True:
+        while listener.asr_busy and sim.asr_job is None:  # a pass scheduled but not yet on its thread
+            await asyncio.sleep(0.0005)
+        job = sim.asr_job
+        if job is not None:
+            await asyncio.to_thread(job.computed.wait)
+        candidates = [j for j in ([job] if job is not None else []) + sim.eou_jobs if j.end_s <= target_s]
+        if not candidates:
+            break
+        first = min(candidates, key=lambda j: j.end_s)
+        sim.now_s = max(sim.now_s, first.end_s)
+        if first is job:
+            sim.asr_job = None
+            job.release.set()
+        else:
+            sim.eou_jobs.remove(first)
+            first.future.set_result(None)  # type: ignore[union-attr]
+        if first is job:
+            await listener.settle()
+        for _ in range(4):  # let the consumer stamp the events with this time
+            await asyncio.sleep(0)
+    sim.now_s = max(sim.now_s, target_s)
+
+
+def _make_scorer(sim: _Sim, estimator: Any, messages: list, result: RunResult):
+    async def score(text: str) -> float:
+        est = estimator.estimate(messages, text)  # blocking, measured; delivered at audio time
+        job = _Job(max(sim.now_s, sim.llm_free_s))
+        job.compute_s = est.compute_s
+        job.computed.set()
+        sim.llm_free_s = job.end_s
+        job.future = asyncio.get_running_loop().create_future()
+        sim.eou_jobs.append(job)
+        result.eou_compute_s.append(est.compute_s)
+        await job.future
+        return est.probability
+
+    return score
+
+
+async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple | None) -> RunResult:
+    from headstart.audio import AudioFrame
+    from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript
+    from headstart.voice.endpoint import Endpointer
+    from headstart.voice.listener import Listener, make_asr_executor
+    from headstart.voice.vad import create_vad
+
+    result = RunResult()
+    sim = _Sim()
+    paced = _PacedASR(asr, sim, result)
+    scorer = _make_scorer(sim, scorer_parts[0], scorer_parts[1], result) if scorer_parts else None
+    executor = make_asr_executor()
+    listener = Listener(create_vad(config.vad), paced, Endpointer(config.endpoint), config.asr, executor, eou_scorer=scorer)
+
+    async def consume() -> None:
+        async for event in listener:
+            if isinstance(event, PartialTranscript):
+                result.partials.append((sim.now_s, event.text))
+            elif isinstance(event, FinalTranscript):
+                result.finals.append((sim.now_s, event))
+            elif isinstance(event, EndOfTurn):
+                result.turns.append((sim.now_s, event))
+
+    consumer = asyncio.create_task(consume())
+    step = int(FRAME_S * SR)
+    try:
+        for start in range(0, audio.shape[0], step):
+            frame = audio[start : start + step]
+            await _advance(sim, listener, start / SR)
+            await listener.push(AudioFrame(frame, SR))
+            sim.now_s = (start + frame.shape[0]) / SR
+            for _ in range(4):
+                await asyncio.sleep(0)
+        await _advance(sim, listener, float("inf"))
+        ending = asyncio.create_task(listener.end_input())
+        while not ending.done():
+            await _advance(sim, listener, float("inf"))
+            await asyncio.sleep(0.001)
+        await consumer
+    finally:
+        if sim.asr_job is not None:
+            sim.asr_job.release.set()
+        executor.shutdown(wait=True)
+    result.final_text = " ".join(f.text for _, f in result.finals if f.text)
+    return result
+
+
+# -- metrics -------------------------------------------------------------------------------------------
+def _percentile(values: list[float], q: float) -> float | None:
+    if not values:
+        return None
+    return float(np.percentile(np.asarray(values, dtype=np.float64), q))
+
+
+def _partial_latencies(result: RunResult, words: list) -> list[float]:
+    """Word end (final pass timestamps) -> first partial (or final) whose text holds it at its position."""
+    from headstart.bench.wer import normalize_text
+
+    seen = [(t, normalize_text(text).split()) for t, text in result.partials]
+    seen += [(t, normalize_text(f.text).split()) for t, f in result.finals]
+    seen.sort(key=lambda x: x[0])
+    out = []
+    final_norm = []
+    for w in words:
+        final_norm.extend(normalize_text(w.text).split() or [""])
+        i = len(final_norm)
+        for t, toks in seen:
+            if len(toks) >= i and toks[i - 1] == final_norm[-1]:
+                out.append(max(t - w.end_s, 0.0))
+                break
+    return out
+
+
+def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
+    """Run the benchmark; return the JSON-ready result."""
+    from headstart.bench.wer import corpus_word_error_rate
+    from headstart.config import ASRConfig, EndpointConfig, LLMConfig, PipelineConfig, ThreadPlan, VADConfig
+    from headstart.voice.asr import WhisperASR
+
+    items = load_items(args.input_dir)
+    if args.limit:
+        items = items[: args.limit]
+    asr_config = ASRConfig(model=args.model)
+    asr = WhisperASR.load(asr_config, cpu_threads=args.threads)
+    asr.warmup()
+    scorer_parts = None
+    llm_name = None
+    if args.endpointing == "semantic":
+        from headstart.llm.engine import LLMEngine
+        from headstart.llm.eou import EOUEstimator
+
+        llm_config = LLMConfig(model=args.llm)
+        engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
+        engine.warm_up()
+        scorer_parts = (EOUEstimator(engine), [{"role": "system", "content": llm_config.system_prompt}])
+        llm_name = args.llm
+    config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=EndpointConfig())
+    noise_rng = np.random.default_rng(args.seed)
+
+    pairs, partial_lat, final_delays, eou_delays, decision_delays = [], [], [], [], []
+    asr_compute = audio_s = 0.0
+    eou_costs: list[float] = []
+    for n, item in enumerate(items, 1):
+        audio = np.concatenate([item.audio, room_noise(item.audio, item.speech_start_s, TAIL_S, noise_rng)])
+        res = asyncio.run(_stream(audio, asr, config, scorer_parts))
+        pairs.append((item.text, res.final_text))
+        asr_compute += res.asr_compute_s
+        audio_s += audio.shape[0] / SR
+        eou_costs += res.eou_compute_s
+        words = list(asr.transcribe(item.audio).words) if res.final_text else []
+        partial_lat += _partial_latencies(res, words)
+        if res.turns:
+            t_avail, eot = res.turns[0]
+            final_ready = max((t for t, f in res.finals if f.text), default=t_avail)
+            final_delays.append(max(final_ready - eot.audio_s, 0.0))
+            eou_delays.append(t_avail - item.speech_end_s)
+            decision_delays.append(eot.audio_s - item.speech_end_s)
+        log(f"[{n}/{len(items)}] {item.name}: {res.final_text!r}"
+            + (f" eot +{eou_delays[-1]:.2f}s" if res.turns else " (no end of turn)"))
+
+    cutoffs = {"noise": [0, 0], "zero": [0, 0]}
+    if not args.no_pauses:
+        for p in pause_set(items, asr, args.seed):
+            res = asyncio.run(_stream(
+                np.concatenate([p.audio, room_noise(p.item.audio, p.item.speech_start_s, TAIL_S, noise_rng)]),
+                asr, config, scorer_parts,
+            ))
+            cut = any(eot.audio_s < p.pause_end_s for _, eot in res.turns)
+            cutoffs[p.kind][0] += int(cut)
+            cutoffs[p.kind][1] += 1
+            log(f"pause {p.kind} {p.pause_end_s - p.pause_start_s:.2f}s {p.item.name}: {'CUT OFF' if cut else 'ok'}")
+    total_cut = cutoffs["noise"][0] + cutoffs["zero"][0]
+    total = cutoffs["noise"][1] + cutoffs["zero"][1]
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    return {
+        "bench": "asr",
+        "wer": r(corpus_word_error_rate(pairs)),
+        "partial_p50_s": r(_percentile(partial_lat, 50)),
+        "partial_p90_s": r(_percentile(partial_lat, 90)),
+        "final_delay_p50_s": r(_percentile(final_delays, 50)),
+        "eou_delay_p50_s": r(_percentile(eou_delays, 50)),
+        "eou_delay_p90_s": r(_percentile(eou_delays, 90)),
+        "eou_decision_delay_p50_s": r(_percentile(decision_delays, 50)),
+        "false_cutoff_rate": r(total_cut / total) if total else None,
+        "false_cutoff_noise": f"{cutoffs['noise'][0]}/{cutoffs['noise'][1]}",
+        "false_cutoff_zero": f"{cutoffs['zero'][0]}/{cutoffs['zero'][1]}",
+        "rtf": r(asr_compute / audio_s) if audio_s else None,
+        "eou_call_p50_s": r(_percentile(eou_costs, 50)),
+        "model": args.model,
+        "endpointing": args.endpointing,
+        "eou_llm": llm_name,
+        "utterances": len(items),
+        "missing_end_of_turn": len(items) - len(eou_delays),
+        "targets": TARGETS,
+        "timing": "audio-time simulation with measured wall compute (see module docstring)",
+    }
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Entry point of `headstart bench asr`. Returns the exit status (2: data or model missing)."""
+    from headstart.models import ModelError
+
+    log = (lambda *a, **k: None) if args.json else print
+    try:
+        out = run(args, log=log)
+    except (FileNotFoundError, ValueError, ModelError) as exc:
+        print(f"bench asr: {exc}")
+        return 2
+    if not args.json:
+        print()
+        for key in ("wer", "partial_p50_s", "partial_p90_s", "final_delay_p50_s", "eou_delay_p50_s",
+                    "eou_delay_p90_s", "eou_decision_delay_p50_s", "false_cutoff_rate", "rtf", "eou_call_p50_s"):
+            target = TARGETS.get(key)
+            print(f"  {key:26s} {out[key]!s:>8}" + (f"   (target <= {target})" if target is not None else ""))
+    print(json.dumps(out))
+    return 0
