@@ -9,6 +9,7 @@ const POSITION_EVERY_MS = 100; // playback.position while playing (README: every
 const BACKOFF_MS = [500, 1000, 2000, 4000, 8000];
 const MAX_BUFFERED_BYTES = 256 * 1024; // a stalled socket: drop mic frames rather than queue them
 const HISTORY_ROWS = 6;
+const EARLY_FRAMES = 75; // 1.5 s of speech captured before the first session is ready
 
 const $ = (id) => document.getElementById(id);
 const ui = {
@@ -54,6 +55,8 @@ let attempt = 0;
 let reconnectTimer = null;
 let lastPositionSentAt = 0;
 let sendAnchors = []; // [samplesSentAfterFrame, performance.now()] for mapping audio_ms -> local time
+let earlyFrames = []; // mic frames captured before the first session started
+let awaitingFirstSession = false; // Start was pressed and no session has started since
 let turn = newTurn(); // what this page measured of the turn in progress
 const turnsByReply = new Map();
 let userEntry = null; // the <li> of the user's utterance in progress
@@ -173,6 +176,8 @@ function onEvent(ev) {
       setConnection('open', 'Connected');
       setAgent('listening');
       for (const b of [ui.mute, ui.reset]) b.disabled = false;
+      awaitingFirstSession = false;
+      for (const pcm of earlyFrames.splice(0)) sendFrame(pcm);
       break;
     case 'vad.speech_started':
       state.userSpeaking = true;
@@ -257,6 +262,7 @@ function micErrorMessage(err) {
     return 'Microphone access was denied. Allow the microphone for this page (the icon in the address bar), then press Start talking again.';
   }
   if (name === 'NotFoundError' || name === 'OverconstrainedError') return 'No microphone was found. Connect one and press Start talking again.';
+  if (name === 'LoadError') return `The page's audio processors could not be loaded: ${err.message}. Reload the page.`;
   if (name === 'NotReadableError') return 'The microphone is in use by another program or cannot be opened.';
   return `The microphone could not be opened: ${err && err.message ? err.message : err}`;
 }
@@ -269,8 +275,13 @@ async function startAudio(ctx) {
   const stream = await navigator.mediaDevices.getUserMedia({
     audio: { echoCancellation: true, noiseSuppression: true, autoGainControl: true, channelCount: 1 },
   });
-  await ctx.audioWorklet.addModule('capture-worklet.js');
-  await ctx.audioWorklet.addModule('playback-worklet.js');
+  try {
+    await ctx.audioWorklet.addModule('capture-worklet.js');
+    await ctx.audioWorklet.addModule('playback-worklet.js');
+  } catch (err) {
+    for (const track of stream.getTracks()) track.stop();
+    throw Object.assign(new Error(`the audio processors could not be loaded (${err.message})`), { name: 'LoadError' });
+  }
   const source = ctx.createMediaStreamSource(stream);
   const capture = new AudioWorkletNode(ctx, 'headstart-capture', { numberOfInputs: 1, numberOfOutputs: 0 });
   const playback = new AudioWorkletNode(ctx, 'headstart-playback', { numberOfInputs: 0, numberOfOutputs: 1,
@@ -293,12 +304,26 @@ function onMicFrame(msg) {
   stats.framesCaptured += 1;
   ui.level.style.width = `${Math.min(100, Math.sqrt(msg.level) * 220)}%`;
   const sending = state.mode === 'handsfree' || state.talking;
-  if (!sending || !state.sessionStarted || !ws || ws.readyState !== WebSocket.OPEN) return;
+  if (!sending) return;
+  if (!state.sessionStarted) {
+    // Speech right after Start (while the session opens) is kept, up to EARLY_FRAMES, and sent once
+    // the session has started.
+    if (awaitingFirstSession) {
+      earlyFrames.push(msg.pcm);
+      if (earlyFrames.length > EARLY_FRAMES) earlyFrames.shift();
+    }
+    return;
+  }
+  sendFrame(msg.pcm);
+}
+
+function sendFrame(pcm) {
+  if (!ws || ws.readyState !== WebSocket.OPEN) return;
   if (ws.bufferedAmount > MAX_BUFFERED_BYTES) {
     stats.framesDropped += 1;
     return;
   }
-  ws.send(msg.pcm);
+  ws.send(pcm);
   stats.framesSent += 1;
   stats.samplesSent += FRAME_SAMPLES;
   sendAnchors.push([stats.samplesSent, performance.now()]);
@@ -493,6 +518,9 @@ function onMetrics(m) {
   ui.figures.tpot.textContent = fmt(m.tpot_ms);
   ui.figures.eot.textContent = fmt(m.vad_end_to_turn_end_ms);
   drawTimeline(m, vadDelay, heard);
+  for (const [id, hidden] of [['timeline-figure', false], ['history-table', false], ['latency-empty', true]]) {
+    $(id).hidden = hidden;
+  }
   const tr = document.createElement('tr');
   for (const value of [`#${stats.turns}${m.interrupted ? ' (interrupted)' : ''}`, fmt(heard ?? serverV2v),
     fmt(m.ttft_ms), fmt(m.tts_ttfa_ms)]) {
@@ -584,11 +612,14 @@ async function start() {
   ui.start.disabled = true;
   // Created in the click handler: browsers let audio start only after a user gesture.
   const ctx = new AudioContext({ latencyHint: 'interactive' });
+  awaitingFirstSession = true;
+  earlyFrames = [];
   try {
     audio = await startAudio(ctx);
   } catch (err) {
     ctx.close();
     audio = null;
+    awaitingFirstSession = false;
     showAlert(micErrorMessage(err));
     ui.start.disabled = false;
     return;
@@ -604,6 +635,8 @@ async function start() {
 
 function stop() {
   state.running = false;
+  awaitingFirstSession = false;
+  earlyFrames = [];
   clearTimeout(reconnectTimer);
   if (ws) {
     send({ type: 'session.end' });
