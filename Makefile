@@ -10,7 +10,8 @@ DEMO_MODELS := whisper-tiny.en qwen2.5-coder-0.5b piper-joe
 TEST_MODELS := whisper-tiny.en smollm2-135m piper-joe
 
 # The optional coqui-tts environment (design.md §3a): its own torch/torchaudio, talked to through
-# headstart/tts/coqui_worker.py. ~6 min and 6.3 GB here; not a prerequisite of `test`.
+# headstart/tts/coqui_worker.py. ~6 min and 6.3 GB here, once; `make test` builds it so the coqui tests
+# run (`make test COQUI_ENV=` skips it, and those tests then skip with the reason).
 COQUI_VENV ?= .venv-coqui
 COQUI_PY := $(COQUI_VENV)/bin/python
 COQUI_STAMP := $(COQUI_VENV)/.coqui-installed
@@ -38,7 +39,9 @@ models-test: $(STAMP)
 demo: models-demo
 	$(PY) -m headstart demo $(ARGS)
 
-test: models-test
+COQUI_ENV ?= coqui-env
+
+test: models-test $(COQUI_ENV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-quick: models-test
