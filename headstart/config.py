@@ -74,7 +74,9 @@ class EndpointConfig:
 
     silence_s: float = 0.5  # no eou_probability known
     min_silence_s: float = 0.0  # text reads complete (the VAD already waited min_silence_s - speech_pad_s)
-    max_silence_s: float = 1.6  # text reads cut off: outlasts a 1.5 s mid-sentence pause
+    # text reads cut off: outlasts a 1.5 s mid-sentence pause plus the VAD's min_speech_s to confirm
+    # the speech that follows (and the word gap before the pause)
+    max_silence_s: float = 2.0
     # thresholds for the LLM's end-of-turn token probability on text without trailing punctuation
     # (headstart/llm/eou.py): on the bench set SmolLM2-135M gives complete sentences a median of 1e-4
     # and the same cut in half 1.6e-8
@@ -122,6 +124,7 @@ class TTSConfig:
 
     engine: str = "piper-joe"  # "piper-joe", "espeak", "hibari", "coqui", or a path to a Piper .onnx voice
     first_chunk_min_words: int = 4  # speak the first clause once it has this many words and a comma
+    first_chunk_max_words: int = 8  # ... or after this many words with no comma yet (0: wait for one)
     max_chunk_chars: int = 200
     length_scale: float | None = None  # Piper phoneme duration scale (< 1 speaks faster); None: voice default
     espeak_voice: str = "en-us"

@@ -131,7 +131,9 @@ def test_long_sentence_without_punctuation_is_split_under_the_limit_losing_nothi
 
 def test_long_sentence_is_split_at_commas_before_words():
     text = ("alpha beta gamma delta " * 6).strip() + ", " + ("epsilon zeta eta theta " * 6).strip() + "."
-    chunks = chunk_all(text, config=TTSConfig(max_chunk_chars=200, first_chunk_min_words=1000))
+    chunks = chunk_all(
+        text, config=TTSConfig(max_chunk_chars=200, first_chunk_min_words=1000, first_chunk_max_words=0)
+    )
     assert chunks[0].endswith(",")
     assert " ".join(chunks) == text
 
@@ -148,3 +150,45 @@ def test_bad_input_and_config_raise_clear_errors():
         ClauseChunker().push(b"bytes")  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="max_chunk_chars"):
         ClauseChunker(TTSConfig(max_chunk_chars=0))
+
+
+def _stream_words(chunker: ClauseChunker, text: str) -> list[str]:
+    out = []
+    for word in text.split(" "):
+        out += chunker.push(word + " ")
+    return out + chunker.flush()
+
+
+def test_a_long_opening_without_commas_is_cut_after_max_words():
+    text = "I am going to walk to the left of the tenth meter marker and then stop."
+    chunker = ClauseChunker(TTSConfig(first_chunk_max_words=8))
+    pushed = []
+    first_at = None
+    for i, word in enumerate(text.split(" ")):
+        ready = chunker.push(word + " ")
+        if ready and first_at is None:
+            first_at = i
+        pushed += ready
+    pushed += chunker.flush()
+    assert pushed[0] == "I am going to walk to the left"
+    assert first_at == 7  # ready as soon as the 8th word is whole (a space follows it)
+    assert " ".join(pushed) == text
+    assert len(pushed) == 2  # after the first chunk: whole sentences again
+
+
+def test_the_word_cut_never_separates_an_abbreviation_from_its_word():
+    text = "So the man you should see is called Dr. Lee and he is nice."
+    chunks = _stream_words(ClauseChunker(TTSConfig(first_chunk_max_words=8)), text)
+    assert chunks[0] == "So the man you should see is called"
+    text = "Yes you should go and see the Dr. Lee right away today."
+    chunks = _stream_words(ClauseChunker(TTSConfig(first_chunk_max_words=8)), text)
+    assert chunks[0] == "Yes you should go and see the Dr. Lee"
+    assert " ".join(chunks) == text
+
+
+def test_a_comma_before_max_words_still_wins_and_zero_disables_the_word_cut():
+    text = "Well, in short, the answer is that it depends on the weather tomorrow."
+    chunks = _stream_words(ClauseChunker(TTSConfig(first_chunk_max_words=8)), text)
+    assert chunks[0] == "Well, in short,"
+    text = "I am going to walk to the left of the tenth meter marker and then stop."
+    assert _stream_words(ClauseChunker(TTSConfig(first_chunk_max_words=0)), text) == [text]

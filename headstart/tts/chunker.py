@@ -7,7 +7,9 @@ Policy:
 - The first chunk of a reply is emitted as soon as it can be spoken well: at the first comma,
   semicolon, colon or dash followed by a space once the text has >= `first_chunk_min_words` words, or
   at the first sentence end, whichever comes first. This halves time to first audio on long opening
-  sentences, at the cost of one extra prosody break.
+  sentences, at the cost of one extra prosody break. An opening with no such mark is cut after
+  `first_chunk_max_words` whole words (0: never), as streaming TTS services cut their first piece by
+  length; never right after an abbreviation or initial ("Dr." | "Lee"), which must stay with its word.
 - After that, one chunk per sentence (`.`, `!`, `?`, `…` followed by whitespace) or line. A line break
   ends a chunk (paragraphs, list items, headings are separate spoken units).
 - A period never ends a chunk inside a number ("3.14", "$49.95"), after a known abbreviation ("Dr.",
@@ -35,6 +37,7 @@ _BOUNDARY_RE = re.compile(
 )
 _CLAUSE_CUT_RE = re.compile(rf"{_CLAUSE_END}{_CLOSERS_CLASS}*(?=\s)")
 _SPEAKABLE_RE = re.compile(r"\w")
+_WHOLE_WORD_RE = re.compile(r"\S+(?=\s)")
 
 # Abbreviations after which a period does not end a sentence (lower case, with their periods).
 ABBREVIATIONS = frozenset(
@@ -70,8 +73,11 @@ class ClauseChunker:
             raise ValueError(f"max_chunk_chars must be >= 1, got {config.max_chunk_chars}")
         if config.first_chunk_min_words < 0:
             raise ValueError(f"first_chunk_min_words must be >= 0, got {config.first_chunk_min_words}")
+        if config.first_chunk_max_words < 0:
+            raise ValueError(f"first_chunk_max_words must be >= 0, got {config.first_chunk_max_words}")
         self.max_chunk_chars = config.max_chunk_chars
         self.first_chunk_min_words = config.first_chunk_min_words
+        self.first_chunk_max_words = config.first_chunk_max_words
         self._buf = ""
         self._first_done = False
 
@@ -143,6 +149,21 @@ class ClauseChunker:
                 return m.end()
             if verdict is None:  # cannot tell until more text arrives
                 return None
+        if not self._first_done and self.first_chunk_max_words:
+            return self._first_words_cut(text)
+        return None
+
+    def _first_words_cut(self, text: str) -> int | None:
+        """End of the `first_chunk_max_words`-th whole word (one followed by whitespace), moved past
+        abbreviations and initials, or of the last clause mark before it ("Well, in short, | the");
+        None if the text holds fewer whole words."""
+        words = list(_WHOLE_WORD_RE.finditer(text))
+        for m in words[self.first_chunk_max_words - 1 :]:
+            token = _LEADING_MARKS_RE.sub("", m.group()).lower()
+            if token in ABBREVIATIONS or _INITIALS_RE.match(token):
+                continue
+            clause_ends = [c.end() for c in _CLAUSE_CUT_RE.finditer(text, 0, m.end() + 1)]
+            return clause_ends[-1] if clause_ends else m.end()
         return None
 
 
