@@ -11,25 +11,23 @@ EndOfTurn), then for the reply ReplyStarted, TokenDelta..., ReplyAudioStart, Rep
 adds ReplyPaused / ReplyResumed, or ReplyInterrupted (then TurnCompleted with `interrupted=True`).
 Tokens and audio of an interrupted reply still queued are dropped, never delivered.
 
-Turn-taking (`TurnTaking`, a plain synchronous state machine on an injected clock):
-* user: listening / speaking (the VAD); agent: listening / thinking (a reply exists, no audio has left
-  yet) / speaking (its audio is playing on the client, by the client's `playback_position` reports or,
-  between them, by real-time estimate).
-* Barge-in: a VAD speech start while the agent thinks or speaks pauses the reply at once (no more
-  audio leaves; the client is told to pause). Words from the ASR (not fillers like "mm-hmm", not
-  bracketed noises like "[cough]") interrupt it: the LLM stops, queued and in-flight audio is dropped,
-  the client is told to flush, and the history keeps only the text the user heard (by playback
-  position). No words (the listener's empty final transcript) resume it; that utterance is no turn.
-* Echo (the reply's own audio coming back through a speaker): at a VAD speech start during reply audio
-  the last 0.5 s of the microphone is compared with the reply audio around the playback position by
-  normalised cross-correlation over delays up to 0.6 s (`EchoDetector`). A strong match is echo: no
-  pause, no turn. If that utterance later yields words that are not the reply's own words (the user
-  talked over the echo), it is a barge-in after all.
-* The KV cache follows the history: the next prompt renders the heard text, and the engine's prefill
-  keeps only the longest common prefix of its cache and that prompt (the unheard tail is cropped).
+Turn-taking (headstart/turntaking.py, a plain synchronous state machine on an injected clock): user
+listening / speaking, agent listening / thinking / speaking; barge-in pauses the reply at VAD speed,
+words interrupt it (the LLM stops, queued and in-flight audio is dropped, the client flushes, the
+history keeps only the heard text, by playback position), no words resume it. Echo (headstart/echo.py):
+the session's own voice coming back through a speaker starts no turn and no barge-in. The KV cache
+follows the history: the next prompt renders the heard text and the engine's prefill keeps only the
+longest common prefix of its cache and that prompt.
 
-Preemptive replies (issue 3's API in headstart/llm/) have not landed: the seam is
-`Session._on_partial`, which sees every partial transcript with the turn's state.
+The head start (headstart/preemption.py decides, this module executes): while the agent is silent,
+every partial of the user's turn feeds `LiveTurn.update` (incremental prefill, headstart/llm/live.py).
+When the policy says `Preempt(text)` the turn's reply to `text` starts as a *held* `Reply`: its
+tokens and events go to its outbox and its audio pump stops before the first frame, so the first clause
+is synthesised but nothing leaves. At the end of turn a `Release` (the final transcript is `text`)
+sends the outbox and the audio at once; any other outcome cancels it (LLM, TTS, task) and the reply is
+generated from the turn's LiveTurn as usual. Resumed speech, a changed text, no words, clear and
+reset drop it too. `TurnCompleted.timeline.extra` carries `preemptive` ("hit"/"miss"/"none") and the
+session's counters.
 """
 
 from __future__ import annotations
@@ -43,7 +41,6 @@ from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, resample, to_mono_float3
 from headstart.clock import Clock, MonotonicClock
 from headstart.components import Components
 from headstart.echo import EchoDetector, normalized_xcorr_peak
-from headstart.preemption import CancelHeld, Decision, PreemptionPolicy, Preempt, Release
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
@@ -53,6 +50,7 @@ from headstart.events import (
     SpeechStarted,
     TokenDelta,
 )
+from headstart.preemption import CancelHeld, Decision, PreemptionPolicy, Preempt, Release
 from headstart.reply import (
     Reply,
     ReplyAudio,
@@ -431,7 +429,8 @@ class Session:
     def _close_live(self) -> None:
         live, self._live, self._live_messages = self._live, None, None
         if live is not None:
-            live.close()
+            with contextlib.suppress(RuntimeError):  # the executors are already shut down
+                live.close()
 
     def _head(self, decisions: list[Decision]) -> None:
         for decision in decisions:
