@@ -1,4 +1,4 @@
-"""The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`, `serve`."""
+"""The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`, `serve`, `mic`."""
 
 from __future__ import annotations
 
@@ -65,6 +65,12 @@ def build_parser() -> argparse.ArgumentParser:
     s = sub.add_parser("serve", help="serve the voice assistant over websockets (/ws) and the web page")
     server.add_arguments(s)
     s.set_defaults(func=server.run_from_args)
+
+    from headstart import mic
+
+    mc = sub.add_parser("mic", help="talk through this computer's microphone and speakers (--server URL or --local)")
+    mic.add_arguments(mc)
+    mc.set_defaults(func=mic.run_from_args)
 
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)

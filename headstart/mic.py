@@ -1,0 +1,434 @@
+"""`headstart mic`: talk to the assistant through this computer's microphone and speakers.
+
+    headstart mic --server ws://127.0.0.1:8765/ws     # a running `headstart serve`
+    headstart mic --local                             # the whole pipeline in this process
+    headstart mic --list-devices | --input N|NAME --output N|NAME | --echo auto|aec|gate|off
+
+`--local` loads the models, starts an in-process `VoiceServer` on a free loopback port and connects to
+it like any client: one code path, the documented protocol (README, "Protocol").
+
+Audio: the microphone is opened at its device's native rate (many refuse 16 kHz) and resampled to
+16 kHz with `StreamResampler`; reply audio (at `reply.audio.start`'s rate) is resampled to the output
+device's native rate. The sounddevice callback threads only hand audio over: capture frames go to the
+event loop with `loop.call_soon_threadsafe`; the output callback takes samples from `PlaybackBuffer`
+(a lock-guarded queue) and hands what it played back the same way (playback position, echo
+reference). Echo control: `headstart.mic_echo`.
+
+sounddevice (PortAudio) is imported lazily: `import headstart.mic` works without it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import contextlib
+import json
+import signal
+import sys
+import threading
+from typing import Callable
+
+import numpy as np
+
+from headstart.audio import SAMPLE_RATE_HZ, StreamResampler, float32_to_pcm16, pcm16_to_float32
+from headstart.mic_view import MicView
+
+SEND_FRAME = SAMPLE_RATE_HZ // 50  # 20 ms frames to the server (640 bytes)
+POSITION_EVERY_S = 0.1  # playback.position cadence while playing
+BLOCK_S = 0.02  # sounddevice block length
+
+
+class MicError(RuntimeError):
+    """The app cannot run: no PortAudio, no such device, the server refused or went away."""
+
+
+def import_sounddevice():
+    """sounddevice, or MicError with what to install (PortAudio is a system library)."""
+    try:
+        import sounddevice
+    except ImportError as exc:
+        raise MicError("headstart mic needs sounddevice: pip install 'headstart[mic]'") from exc
+    except OSError as exc:  # sounddevice raises OSError when libportaudio is missing
+        raise MicError(f"PortAudio is missing ({exc}); install it, e.g. apt-get install libportaudio2") from exc
+    return sounddevice
+
+
+class FrameHandoff:
+    """A sounddevice input callback that only hands a mono float32 copy of each block to the loop.
+
+    `deliver(samples)` runs on the event loop thread (call_soon_threadsafe); the audio thread does
+    nothing else. Blocks after the loop closed are dropped (shutdown races).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, deliver: Callable[[np.ndarray], None]) -> None:
+        self.loop = loop
+        self.deliver = deliver
+        self.overflows = 0
+
+    def __call__(self, indata, frames, time_info, status) -> None:
+        if status:
+            self.overflows += 1
+        block = np.array(indata[:, 0] if indata.ndim == 2 else indata, dtype=np.float32, copy=True)
+        with contextlib.suppress(RuntimeError):  # the loop is closed: we are shutting down
+            self.loop.call_soon_threadsafe(self.deliver, block)
+
+
+class PlaybackBuffer:
+    """Reply audio waiting for the output device (at its rate), filled by the loop, drained by the
+    output callback.
+
+    `fill(out)` (audio thread) copies queued samples into `out` (float32 (n,)), zero-fills the rest,
+    and hands `(reply_id, played_samples_of_that_reply, block)` to `on_played` on the loop. `pause()`
+    keeps the queue and plays silence; `flush()` drops it (a confirmed barge-in).
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop | None,
+                 on_played: Callable[[str | None, int, np.ndarray], None] | None = None) -> None:
+        self.loop = loop
+        self.on_played = on_played
+        self._lock = threading.Lock()
+        self._chunks: collections.deque[tuple[str, np.ndarray]] = collections.deque()
+        self._played: dict[str, int] = {}
+        self.paused = False
+
+    def push(self, reply_id: str, samples: np.ndarray) -> None:
+        if samples.size:
+            with self._lock:
+                self._chunks.append((reply_id, samples.astype(np.float32, copy=False)))
+
+    def flush(self) -> None:
+        with self._lock:
+            self._chunks.clear()
+
+    def pause(self) -> None:
+        self.paused = True
+
+    def resume(self) -> None:
+        self.paused = False
+
+    @property
+    def queued_samples(self) -> int:
+        with self._lock:
+            return sum(c.size for _, c in self._chunks)
+
+    def played_samples(self, reply_id: str) -> int:
+        with self._lock:
+            return self._played.get(reply_id, 0)
+
+    def fill(self, out: np.ndarray) -> None:
+        out[:] = 0.0
+        reply_id = None
+        with self._lock:
+            filled = 0
+            while not self.paused and filled < out.size and self._chunks:
+                rid, chunk = self._chunks[0]
+                if reply_id is not None and rid != reply_id:
+                    break  # one reply per block, so positions stay per reply
+                reply_id = rid
+                take = min(out.size - filled, chunk.size)
+                out[filled:filled + take] = chunk[:take]
+                filled += take
+                if take == chunk.size:
+                    self._chunks.popleft()
+                else:
+                    self._chunks[0] = (rid, chunk[take:])
+            played = 0
+            if reply_id is not None:
+                played = self._played[reply_id] = self._played.get(reply_id, 0) + filled
+        if self.on_played is not None and self.loop is not None:
+            with contextlib.suppress(RuntimeError):
+                self.loop.call_soon_threadsafe(self.on_played, reply_id, played, out.copy())
+
+    def output_callback(self, outdata, frames, time_info, status) -> None:
+        """sounddevice OutputStream callback (mono float32)."""
+        self.fill(outdata[:, 0])
+
+
+class CaptureChain:
+    """Microphone blocks at the device rate -> echo control -> 16 kHz PCM16 frames of 20 ms.
+
+    `push(samples)` returns the whole 20 ms frames completed (bytes each, 640 bytes)."""
+
+    def __init__(self, device_rate_hz: int, echo) -> None:
+        self.resampler = StreamResampler(device_rate_hz, SAMPLE_RATE_HZ)
+        self.echo = echo
+        self._pending = np.zeros(0, dtype=np.float32)
+
+    def push(self, samples: np.ndarray) -> list[bytes]:
+        clean = self.echo.near_end(self.resampler.push(samples))
+        self._pending = np.concatenate([self._pending, clean])
+        count = self._pending.size // SEND_FRAME
+        out = [float32_to_pcm16(self._pending[i * SEND_FRAME:(i + 1) * SEND_FRAME]) for i in range(count)]
+        self._pending = self._pending[count * SEND_FRAME:]
+        return out
+
+
+class MicClient:
+    """One conversation over the websocket: microphone -> server, server events -> view and speakers.
+
+    `streams` opens the audio devices: a callable `(capture_callback, playback_callback) ->
+    (input_rate_hz, output_rate_hz, latency_s, close)`; the default opens sounddevice streams.
+    """
+
+    def __init__(self, url: str, *, echo_mode: str = "auto", input_device=None, output_device=None,
+                 show: Callable[[MicView, dict], None] | None = None, streams=None) -> None:
+        self.url = url
+        self.echo_mode = echo_mode
+        self.input_device = input_device
+        self.output_device = output_device
+        self.view = MicView()
+        self.show = show or (lambda view, event: None)
+        self.streams = streams or self._open_sounddevice
+        self.stop = asyncio.Event()
+        self.ws = None
+        self.reply_id: str | None = None
+        self.reply_resampler: StreamResampler | None = None
+        self.output_rate_hz = 0
+        self._sendq: asyncio.Queue[bytes | str] = asyncio.Queue()
+        self._last_position_at = -1.0
+        self.closed_by_server: str | None = None
+
+    # -- audio devices ----------------------------------------------------------------------------
+
+    def _open_sounddevice(self, capture_callback, playback_callback):
+        sd = import_sounddevice()
+        try:
+            in_info = sd.query_devices(self.input_device, "input")
+            out_info = sd.query_devices(self.output_device, "output")
+            in_rate, out_rate = int(in_info["default_samplerate"]), int(out_info["default_samplerate"])
+            rec = sd.InputStream(device=self.input_device, samplerate=in_rate, channels=1, dtype="float32",
+                                 blocksize=int(in_rate * BLOCK_S), callback=capture_callback)
+            play = sd.OutputStream(device=self.output_device, samplerate=out_rate, channels=1, dtype="float32",
+                                   blocksize=int(out_rate * BLOCK_S), callback=playback_callback)
+        except (ValueError, sd.PortAudioError) as exc:
+            raise MicError(f"cannot open the audio devices: {exc} (see --list-devices)") from exc
+        play.start()
+        rec.start()
+
+        def close() -> None:
+            for stream in (rec, play):
+                with contextlib.suppress(Exception):
+                    stream.stop()
+                    stream.close()
+
+        return in_rate, out_rate, float(rec.latency) + float(play.latency), close
+
+    # -- the conversation -------------------------------------------------------------------------
+
+    async def run(self) -> int:
+        """Connect, stream until `stop` is set or the server closes. 0 on a clean end, 1 if the server
+        went away. Raises MicError when the server cannot be reached or refuses the session."""
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import InvalidHandshake, InvalidURI
+
+        from headstart.mic_echo import make_echo_control
+
+        loop = asyncio.get_running_loop()
+        try:
+            self.ws = await asyncio.wait_for(connect(self.url, max_size=None, open_timeout=10), 15)
+        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
+            raise MicError(f"cannot connect to {self.url}: {exc}") from exc
+        close_streams = None
+        tasks: list[asyncio.Task] = []
+        try:
+            await self.ws.send(json.dumps({"type": "session.start", "sample_rate": SAMPLE_RATE_HZ,
+                                           "format": "pcm16"}))
+            started = json.loads(await asyncio.wait_for(self.ws.recv(), 15))
+            if started.get("type") != "session.started":
+                raise MicError(f"the server did not start a session: {started}")
+            self._on_event(started)
+            self.player = PlaybackBuffer(loop, self._on_played)
+            handoff_target: list[Callable[[np.ndarray], None]] = []
+            capture = FrameHandoff(loop, lambda block: handoff_target[0](block))
+            in_rate, self.output_rate_hz, latency_s, close_streams = self.streams(capture, self.player.output_callback)
+            self.echo = make_echo_control(self.echo_mode, delay_ms=latency_s * 1000.0)
+            self.view.echo_mode = type(self.echo).__name__
+            self.chain = CaptureChain(in_rate, self.echo)
+            self.far_resampler = StreamResampler(self.output_rate_hz, SAMPLE_RATE_HZ)
+            handoff_target.append(self._on_captured)
+            self.show(self.view, {"type": "mic.ready", "input_rate_hz": in_rate, "output_rate_hz": self.output_rate_hz,
+                                  "echo": self.view.echo_mode})
+            tasks = [asyncio.create_task(self._sender(), name="mic-sender"),
+                     asyncio.create_task(self._reader(), name="mic-reader")]
+            stop_wait = asyncio.create_task(self.stop.wait())
+            await asyncio.wait([stop_wait, *tasks], return_when=asyncio.FIRST_COMPLETED)
+            stop_wait.cancel()
+        finally:
+            if close_streams is not None:
+                await asyncio.to_thread(close_streams)
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.ws.send(json.dumps({"type": "session.end"})), 2)
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self.ws.close(), 3)
+        return 1 if self.closed_by_server is not None else 0
+
+    def _on_captured(self, block: np.ndarray) -> None:
+        for frame in self.chain.push(block):
+            self._sendq.put_nowait(frame)
+
+    def _on_played(self, reply_id: str | None, played: int, block: np.ndarray) -> None:
+        self.echo.far_end(self.far_resampler.push(block))
+        if reply_id is None or self.output_rate_hz <= 0:
+            return
+        now = asyncio.get_running_loop().time()
+        drained = self.player.queued_samples == 0
+        if drained or now - self._last_position_at >= POSITION_EVERY_S:
+            self._last_position_at = now
+            self._position(reply_id, played)
+
+    def _position(self, reply_id: str, played: int) -> None:
+        position_ms = round(played * 1000.0 / self.output_rate_hz, 1)
+        self._sendq.put_nowait(json.dumps({"type": "playback.position", "reply_id": reply_id,
+                                           "position_ms": position_ms}))
+
+    async def _sender(self) -> None:
+        while True:
+            await self.ws.send(await self._sendq.get())
+
+    async def _reader(self) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        try:
+            async for message in self.ws:
+                if isinstance(message, bytes):
+                    self._on_audio(message)
+                else:
+                    with contextlib.suppress(ValueError):
+                        self._on_event(json.loads(message))
+        except ConnectionClosed:
+            pass
+        if not self.stop.is_set():
+            self.closed_by_server = f"{self.ws.close_code} {self.ws.close_reason}".strip()
+
+    def _on_audio(self, data: bytes) -> None:
+        if self.reply_id is None or self.reply_resampler is None or len(data) % 2:
+            return
+        self.player.push(self.reply_id, self.reply_resampler.push(pcm16_to_float32(data)))
+
+    def _on_event(self, event: dict) -> None:
+        kind = event.get("type")
+        rid = event.get("reply_id")
+        if kind == "reply.audio.start":
+            self._flush_resampler()
+            self.reply_id = rid
+            self.reply_resampler = StreamResampler(int(event["sample_rate"]), self.output_rate_hz)
+            self.player.resume()
+        elif kind == "reply.done" and rid == self.reply_id:
+            self._flush_resampler()
+        elif kind == "reply.paused":
+            self.player.pause()
+            if rid is not None:
+                self._position(rid, self.player.played_samples(rid))
+        elif kind == "reply.resumed":
+            self.player.resume()
+        elif kind == "reply.interrupted":
+            self.player.flush()
+            self.player.resume()
+            self.reply_resampler = None
+        self.view.apply(event)
+        self.show(self.view, event)
+
+    def _flush_resampler(self) -> None:
+        if self.reply_resampler is not None and self.reply_id is not None:
+            self.player.push(self.reply_id, self.reply_resampler.flush())
+        self.reply_resampler = None
+
+
+# -- the command --------------------------------------------------------------------------------------
+
+
+def add_arguments(parser) -> None:
+    from headstart.config import ASRConfig, LLMConfig, ThreadPlan, TTSConfig
+    from headstart.demo import add_head_start_argument
+
+    where = parser.add_mutually_exclusive_group()
+    where.add_argument("--server", help="websocket URL of a running `headstart serve`, e.g. ws://127.0.0.1:8765/ws")
+    where.add_argument("--local", action="store_true", help="run the whole pipeline in this process")
+    parser.add_argument("--list-devices", action="store_true", help="list the audio devices and exit")
+    parser.add_argument("--input", default=None, help="input device: index or part of its name")
+    parser.add_argument("--output", default=None, help="output device: index or part of its name")
+    parser.add_argument("--echo", default="auto", choices=["auto", "aec", "gate", "off"],
+                        help="echo control: WebRTC AEC (livekit), gate the mic during playback, or off "
+                             "(headphones); auto: AEC if installed, else the gate")
+    parser.add_argument("--asr", default=ASRConfig().model, help="with --local: ASR preset, folder or hub id")
+    parser.add_argument("--llm", default=LLMConfig().model, help="with --local: LLM preset, folder or hub id")
+    parser.add_argument("--tts", default=TTSConfig().engine, help="with --local: TTS engine")
+    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
+    add_head_start_argument(parser)
+
+
+def _device(value: str | None):
+    return int(value) if value is not None and value.strip().isdigit() else value
+
+
+def run_from_args(args) -> int:
+    try:
+        if args.list_devices:
+            print(import_sounddevice().query_devices())
+            return 0
+        if not args.server and not args.local:
+            print("error: give --server ws://HOST:PORT/ws or --local", file=sys.stderr)
+            return 2
+        import_sounddevice()  # fail before loading any model
+        return asyncio.run(_main(args))
+    except MicError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+
+
+async def _main(args) -> int:
+    from rich.console import Console
+    from rich.live import Live
+
+    console = Console()
+    server = components = None
+    url = args.server
+    if args.local:
+        from headstart.demo import build_config
+        from headstart.models import ModelError
+        from headstart.server import WS_PATH, ServerConfig, VoiceServer
+        from headstart.session import Components
+        from headstart.tts.base import TTSError
+
+        try:
+            components = await asyncio.to_thread(Components.load, build_config(args), log=console.print)
+        except (ModelError, TTSError, FileNotFoundError, ValueError) as exc:
+            raise MicError(str(exc)) from exc
+        server = VoiceServer(components, ServerConfig(port=0))
+        url = f"ws://127.0.0.1:{await server.start()}{WS_PATH}"
+    live = None
+    if console.is_terminal:
+        live = Live(console=console, auto_refresh=False, transient=False)
+
+        def show(view: MicView, event: dict) -> None:
+            live.update(view.render(), refresh=True)
+    else:
+        def show(view: MicView, event: dict) -> None:
+            for line in MicView.lines(event):
+                print(line, flush=True)
+
+    client = MicClient(url, echo_mode=args.echo, input_device=_device(args.input),
+                       output_device=_device(args.output), show=show)
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, client.stop.set)
+    try:
+        if live is not None:
+            live.start()
+        code = await client.run()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+        if live is not None:
+            live.stop()
+        if server is not None:
+            await server.close()
+        if components is not None:
+            components.close()
+    if client.closed_by_server is not None:
+        print(f"the server closed the connection ({client.closed_by_server})", file=sys.stderr)
+    return code
