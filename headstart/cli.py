@@ -8,6 +8,7 @@ import sys
 
 # `headstart bench NAME`: modules in headstart/bench/ with add_arguments(parser) and run_from_args(args).
 BENCHES = {
+    "asr": "WER, partial latency, final and end-of-turn delay, false cut-offs, RTF of the listening stage",
     "llm": "TTFT cold vs incremental vs preemptive, decode tok/s per drafter, answer quality",
     "tts": "time to first audio of the first clause and RTF per TTS engine",
 }
