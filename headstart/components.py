@@ -49,6 +49,9 @@ class Components:
         asr = WhisperASR(asr_path, config.asr, cpu_threads=threads.asr_threads)
         asr.warmup()
         log(f"loading LLM {config.llm.model}")
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()  # our own "loading ..." lines say what happens
         llm = LLMEngine.load(llm_path, config.llm, threads)
         llm.warm_up()
         log(f"loading TTS {config.tts.engine}")
