@@ -380,13 +380,16 @@ function onPlaybackMessage(msg) {
       break;
     }
     case 'drained':
+      stats.playedSamples = msg.totalPlayed;
       send({ type: 'playback.position', reply_id: msg.replyId, position_ms: round1(msg.playedMs) });
       stats.repliesPlayed += 1;
       if (state.playingReplyId === msg.replyId) state.playingReplyId = null;
       setAgent(state.sessionStarted ? 'listening' : 'idle');
       break;
     case 'flushed':
-      // README: on reply.interrupted flush and report how much was played.
+      // README: on reply.interrupted flush and report how much was played. The counter is exact here:
+      // position reports come only every 50 ms.
+      stats.playedSamples = msg.totalPlayed;
       send({ type: 'playback.position', reply_id: msg.replyId, position_ms: round1(msg.playedMs) });
       if (state.playingReplyId === msg.replyId) state.playingReplyId = null;
       break;

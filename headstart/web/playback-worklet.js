@@ -73,7 +73,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       case 'flush':
         for (const seg of this.segments) {
           this.port.postMessage({ type: 'flushed', replyId: seg.replyId, playedMs: (1000 * seg.played) / sampleRate,
-            playedSamples: seg.played });
+            playedSamples: seg.played, totalPlayed: this.totalPlayed });
         }
         this.segments = [];
         this.read = 0;
@@ -93,7 +93,7 @@ class PlaybackProcessor extends AudioWorkletProcessor {
       if (seg.queued === 0) {
         if (!seg.ended) break; // underrun: more audio of this reply is coming
         this.port.postMessage({ type: 'drained', replyId: seg.replyId, playedMs: (1000 * seg.played) / sampleRate,
-          playedSamples: seg.played });
+          playedSamples: seg.played, totalPlayed: this.totalPlayed });
         this.segments.shift();
         continue;
       }
