@@ -101,6 +101,9 @@ class LLMConfig:
     # On an AVX2-only CPU bf16 matmuls fall to a slow path (~60x slower than fp32, measured).
     dtype: str = "auto"
     device: str = "cpu"
+    # "int8": dynamic int8 Linear layers (torch.ao quantize_dynamic) after loading, fewer bytes per
+    # decoded token on CPU; needs dtype "float32" (or "auto" resolving to it). None: off.
+    quantize: str | None = None
     system_prompt: str = (
         "You are headstart, a friendly voice assistant. Your answers are spoken aloud, so reply in one "
         "or two short, plain sentences, without lists, markdown or emoji."

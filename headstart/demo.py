@@ -48,6 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
     parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine: piper-joe, espeak or a .onnx voice")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    parser.add_argument("--llm-quantize", choices=["int8"], default=LLMConfig().quantize,
+                        help="dynamic int8 Linear layers for the LLM (CPU, float32 only); default: off")
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
@@ -310,7 +312,8 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         base,
         threads=replace(base.threads, torch_threads=args.torch_threads),
         asr=replace(base.asr, model=args.asr),
-        llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens),
+        llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
+                    quantize=getattr(args, "llm_quantize", None)),
         tts=replace(base.tts, engine=args.tts),
         session=replace(base.session, head_start=not getattr(args, "no_head_start", False)),
     )

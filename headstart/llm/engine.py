@@ -23,7 +23,9 @@ from headstart.llm.sampling import Sampler, Sampling
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["LLMEngine", "LLMError", "common_prefix_len", "resolve_dtype"]
+__all__ = ["LLMEngine", "LLMError", "common_prefix_len", "quantize_model", "resolve_dtype"]
+
+QUANTIZE_MODES = ("int8",)
 
 # End-of-turn tokens of the common chat templates (ChatML, Llama 3, Phi, Gemma); one counts as an
 # end token when the tokenizer's chat template uses it.
@@ -71,9 +73,10 @@ class LLMEngine:
         """Load a prepared model folder (safetensors weights + tokenizer files) on `config.device` in
         `config.dtype` (see `resolve_dtype`), set torch's thread
         count from `threads.torch_threads`, and put the model in eval mode. Never downloads.
+        With `config.quantize == "int8"` the Linear layers are then quantised (see `quantize_model`).
 
         Raises FileNotFoundError when `path` is not a folder with a config.json, ValueError for an
-        unknown dtype or a thread count < 1.
+        unknown dtype, an unknown or unsupported quantisation, or a thread count < 1.
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -85,6 +88,7 @@ class LLMEngine:
                 "prepare one with `python -m headstart models prepare NAME`"
             )
         dtype = resolve_dtype(config.dtype, config.device)
+        _check_quantize(config.quantize, dtype, config.device)
         if threads.torch_threads < 1:
             raise ValueError(f"torch_threads must be >= 1, got {threads.torch_threads}")
         torch.set_num_threads(threads.torch_threads)
@@ -92,6 +96,8 @@ class LLMEngine:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
         model.to(config.device).eval()
         model.requires_grad_(False)
+        if config.quantize is not None:
+            model = quantize_model(model, config.quantize)
         return cls(model, tokenizer, config)
 
     @classmethod
@@ -328,6 +334,43 @@ def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
     if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
         raise ValueError(f"unknown floating-point dtype {name!r} (e.g. 'auto', 'bfloat16', 'float32')")
     return dtype
+
+
+def quantize_model(model: Any, mode: str = "int8") -> Any:
+    """Dynamic int8 quantisation of every torch.nn.Linear (the lm_head included; embeddings stay
+    float32) with `torch.ao.quantization.quantize_dynamic`: weights stored as int8 per tensor,
+    activations quantised per call, fbgemm/x86 kernels on CPU. Decode on CPU is memory-bandwidth
+    bound, so ~4x fewer weight bytes per token. Logits stay float32. Activation scales are per
+    tensor per forward, so the same position computed in differently chunked prefills can differ
+    noticeably (measured up to ~1/3 of the logit range on SmolLM2, argmax unchanged). Replaces the modules in place
+    and returns the model. The model must be float32 on CPU (ValueError otherwise, and for an
+    unknown `mode`). A tied lm_head gets its own int8 copy; the input embeddings are untouched.
+    """
+    import warnings
+
+    import torch
+
+    param = next(model.parameters())
+    _check_quantize(mode, param.dtype, param.device.type)
+    with warnings.catch_warnings():
+        # torch.ao.quantization warns that it is deprecated in favour of torchao; it still works.
+        warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*", category=UserWarning)
+        return torch.ao.quantization.quantize_dynamic(model, {torch.nn.Linear}, dtype=torch.qint8, inplace=True)
+
+
+def _check_quantize(mode: str | None, dtype: Any, device: str) -> None:
+    import torch
+
+    if mode is None:
+        return
+    if mode not in QUANTIZE_MODES:
+        raise ValueError(f"unknown quantize mode {mode!r}; use one of {QUANTIZE_MODES} or None")
+    if dtype != torch.float32:
+        raise ValueError(f"quantize={mode!r} needs dtype float32 (the int8 kernels take float32 activations), "
+                         f"got {dtype}; set dtype='float32'")
+    if device != "cpu":
+        raise ValueError(f"quantize={mode!r} runs on CPU only, got device {device!r}")
 
 
 def _forward_params(model: Any) -> set[str]:
