@@ -380,6 +380,41 @@ def run_from_args(args) -> int:
         return 1
 
 
+async def _load_in_background(load: Callable[[], object], stop: asyncio.Event):
+    """`load()` on a daemon thread; its result, or None when `stop` is set first (Ctrl-C while the
+    models load: loading cannot be cancelled, and a daemon thread does not hold up the exit the way
+    `asyncio.to_thread`'s executor would). Re-raises what `load` raised."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+    done.add_done_callback(lambda f: f.cancelled() or f.exception())  # no 'never retrieved' after Ctrl-C
+
+    def settle(ok: bool, value) -> None:
+        if not done.done():
+            (done.set_result if ok else done.set_exception)(value)
+
+    def work() -> None:
+        try:
+            result = load()
+        except BaseException as exc:  # noqa: BLE001 -- handed to the loop, raised there
+            ok, result = False, exc
+        else:
+            ok = True
+        with contextlib.suppress(RuntimeError):  # the loop is closed: we were interrupted
+            loop.call_soon_threadsafe(settle, ok, result)
+
+    threading.Thread(target=work, name="mic-load", daemon=True).start()
+    stop_wait = asyncio.ensure_future(stop.wait())
+    try:
+        await asyncio.wait([done, stop_wait], return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stop_wait.cancel()
+    if stop.is_set():
+        if done.done() and done.exception() is None and hasattr(done.result(), "close"):
+            done.result().close()
+        return None
+    return done.result()
+
+
 async def _main(args) -> int:
     from rich.console import Console
     from rich.live import Live
@@ -387,48 +422,61 @@ async def _main(args) -> int:
     console = Console()
     server = components = None
     url = args.server
-    if args.local:
-        from headstart.demo import build_config
-        from headstart.models import ModelError
-        from headstart.server import WS_PATH, ServerConfig, VoiceServer
-        from headstart.session import Components
-        from headstart.tts.base import TTSError
-
-        try:
-            components = await asyncio.to_thread(Components.load, build_config(args), log=console.print)
-        except (ModelError, TTSError, FileNotFoundError, ValueError) as exc:
-            raise MicError(str(exc)) from exc
-        server = VoiceServer(components, ServerConfig(port=0))
-        url = f"ws://127.0.0.1:{await server.start()}{WS_PATH}"
-    live = None
-    if console.is_terminal:
-        live = Live(console=console, auto_refresh=False, transient=False)
-
-        def show(view: MicView, event: dict) -> None:
-            live.update(view.render(), refresh=True)
-    else:
-        def show(view: MicView, event: dict) -> None:
-            for line in MicView.lines(event):
-                print(line, flush=True)
-
-    client = MicClient(url, echo_mode=args.echo, input_device=_device(args.input),
-                       output_device=_device(args.output), show=show)
+    stop = asyncio.Event()
     loop = asyncio.get_running_loop()
+    # Ctrl-C is ours from the start: while the models load, during the conversation, while closing.
     for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, client.stop.set)
+        loop.add_signal_handler(sig, stop.set)
+    live = None
     try:
+        if args.local:
+            from headstart.demo import build_config
+            from headstart.models import ModelError
+            from headstart.server import WS_PATH, ServerConfig, VoiceServer
+            from headstart.session import Components
+            from headstart.tts.base import TTSError
+
+            def log(message: str) -> None:
+                if not stop.is_set():  # quiet once interrupted (the load thread may still be running)
+                    console.print(message)
+
+            config = build_config(args)
+            try:
+                components = await _load_in_background(lambda: Components.load(config, log=log), stop)
+            except (ModelError, TTSError, FileNotFoundError, ValueError) as exc:
+                raise MicError(str(exc)) from exc
+            if components is None:
+                print("interrupted while loading the models", file=sys.stderr)
+                return 0
+            server = VoiceServer(components, ServerConfig(port=0))
+            url = f"ws://127.0.0.1:{await server.start()}{WS_PATH}"
+        if console.is_terminal:
+            live = Live(console=console, auto_refresh=False, transient=False)
+
+            def show(view: MicView, event: dict) -> None:
+                live.update(view.render(), refresh=True)
+        else:
+            def show(view: MicView, event: dict) -> None:
+                for line in MicView.lines(event):
+                    print(line, flush=True)
+
+        client = MicClient(url, echo_mode=args.echo, input_device=_device(args.input),
+                           output_device=_device(args.output), show=show)
+        client.stop = stop
+        if stop.is_set():
+            return 0
         if live is not None:
             live.start()
         code = await client.run()
     finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
         if live is not None:
             live.stop()
         if server is not None:
             await server.close()
         if components is not None:
             components.close()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
     if client.closed_by_server is not None:
         print(f"the server closed the connection ({client.closed_by_server})", file=sys.stderr)
     return code

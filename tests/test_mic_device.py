@@ -1,6 +1,7 @@
 """`headstart mic` on real audio devices: a PulseAudio server of its own (null sinks, no hardware), a
 real recording played into the virtual microphone, the app against a real loopback `headstart serve`
-with the small models, and the speakers' monitor recorded and transcribed.
+with the small models (and `--local`: the models in the app's own process), and the speakers' monitor
+recorded and transcribed.
 
 PortAudio reaches PulseAudio through ALSA's pulse plugin (Debian: pulseaudio, pulseaudio-utils,
 libasound2-plugins, libportaudio2; .ci/run installs them). The app opens ALSA's `default` device,
@@ -162,3 +163,57 @@ def test_the_app_on_real_devices_hears_the_recording_and_plays_the_reply(sound_s
     finally:
         for proc in (mic, parec, server):
             _stop(proc)
+
+
+def test_local_mode_on_real_devices_hears_the_recording_plays_a_reply_and_exits_on_ctrl_c(sound_server, tmp_path):
+    """`headstart mic --local`: the models and the VoiceServer in the app's own process."""
+    env = sound_server
+    rec = data.default_recording()
+    mic = parec = None
+    try:
+        monitor = tmp_path / "speakers.raw"
+        with open(monitor, "wb") as out:
+            parec = subprocess.Popen(["parec", "-d", "speakers.monitor", "--format=s16le", "--rate=16000",
+                                      "--channels=1", "--raw"], env=env, stdout=out)
+        mic = subprocess.Popen(
+            [sys.executable, "-m", "headstart", "mic", "--local", "--llm", "smollm2-135m", "--tts", "espeak",
+             "--max-new-tokens", "24", "--echo", "gate"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        lines = Lines(mic)
+        ready = lines.wait_for("listening:", 240)
+        assert "44100 Hz" in ready or "48000 Hz" in ready, ready
+        subprocess.run(["paplay", "-d", "micfeed", str(rec.path)], env=env, check=True, timeout=30)
+        heard = lines.wait_for("you:", 60).removeprefix("you:").strip()
+        reply = lines.wait_for("assistant:", 120).removeprefix("assistant:").strip()
+        lines.wait_for("latency:", 30)
+        assert word_error_rate(rec.text, heard) <= 0.25, heard
+        assert reply, lines.lines
+        time.sleep(3.0)  # the last ~1 s of reply audio is still in the app's playback buffer
+        mic.send_signal(signal.SIGINT)  # Ctrl-C: the app, its server and its models all shut down
+        assert mic.wait(20) == 0, lines.lines
+        _stop(parec)
+        played = np.frombuffer(monitor.read_bytes(), dtype="<i2").astype(np.float32) / 32768.0
+        assert played.size > 16000 and np.sqrt(np.mean(played ** 2)) > 1e-3, "no reply audio reached the sink"
+    finally:
+        for proc in (mic, parec):
+            _stop(proc)
+
+
+def test_local_mode_ctrl_c_while_the_models_load_exits_0_promptly():
+    """Loading cannot be cancelled; the app must not wait for it, nor print a traceback."""
+    reason = _missing()
+    if reason:
+        pytest.skip(reason)
+    mic = subprocess.Popen(
+        [sys.executable, "-m", "headstart", "mic", "--local", "--llm", "smollm2-135m", "--tts", "espeak"],
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        lines = Lines(mic)
+        lines.wait_for("loading LLM", 120)
+        mic.send_signal(signal.SIGINT)
+        assert mic.wait(15) == 0, lines.lines
+        with pytest.raises(AssertionError):
+            lines.wait_for("Traceback", 2)
+        assert any("interrupted while loading" in line for line in lines.lines), lines.lines
+    finally:
+        _stop(mic)
