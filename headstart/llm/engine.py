@@ -261,6 +261,13 @@ class LLMEngine:
         asking, all but the last. `sampling` defaults to `Sampling.from_config(config)`.
         Arguments are checked at once (ValueError), before the first `next()`.
         """
+        return self._generate(*self.generation_args(prompt_ids, max_new_tokens, sampling))
+
+    def generation_args(
+        self, prompt_ids: Sequence[int], max_new_tokens: int | None, sampling: Sampling | None
+    ) -> tuple[list[int], int, Sampler]:
+        """Check `generate`'s arguments (ValueError) and fill in the defaults from the config:
+        returns (prompt ids, max_new_tokens, sampler). Shared by every decoder over this engine."""
         if max_new_tokens is None:
             max_new_tokens = self.config.max_new_tokens
         if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
@@ -270,7 +277,7 @@ class LLMEngine:
             raise ValueError("generate needs a non-empty prompt")
         self._check_context(len(prompt))
         sampler = Sampler(sampling if sampling is not None else Sampling.from_config(self.config))
-        return self._generate(prompt, max_new_tokens, sampler)
+        return prompt, max_new_tokens, sampler
 
     def _generate(self, prompt: list[int], max_new_tokens: int, sampler: Sampler) -> Iterator[int]:
         if max_new_tokens == 0:

@@ -252,17 +252,7 @@ class Decoder:
         """Yield reply tokens one at a time after prefilling `prompt_ids` (see `LLMEngine.generate`).
         Raises LLMError from the next step when the engine's cache was changed by anyone else in
         between (it is never silently extended)."""
-        engine = self.engine
-        if max_new_tokens is None:
-            max_new_tokens = engine.config.max_new_tokens
-        if isinstance(max_new_tokens, bool) or not isinstance(max_new_tokens, int) or max_new_tokens < 0:
-            raise ValueError(f"max_new_tokens must be an int >= 0, got {max_new_tokens!r}")
-        prompt = engine._check_ids(prompt_ids, what="prefill ids")
-        if not prompt:
-            raise ValueError("generate needs a non-empty prompt")
-        engine._check_context(len(prompt))
-        sampler = Sampler(sampling if sampling is not None else Sampling.from_config(engine.config))
-        return self._generate(prompt, max_new_tokens, sampler)
+        return self._generate(*self.engine.generation_args(prompt_ids, max_new_tokens, sampling))
 
     def _generate(self, prompt: list[int], max_new_tokens: int, sampler: Sampler) -> Iterator[int]:
         if max_new_tokens == 0:
