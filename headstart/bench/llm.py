@@ -75,6 +75,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "'none' to skip)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
     parser.add_argument("--dtype", default="auto", help="'auto' (fp32 on AVX2-only CPUs), 'float32', 'bfloat16'")
+    parser.add_argument("--quantize", choices=["int8"], default=None,
+                        help="dynamic int8 Linear layers (LLMConfig.quantize; float32 CPU only)")
     parser.add_argument("--decode-tokens", type=int, default=48, help="tokens per decode measurement")
     parser.add_argument("--repeats", type=int, default=3, help="TTFT repeats (median)")
     parser.add_argument("--speculate-k", type=int, default=None, help="draft length k (default: 4 lookup, 3 model)")
@@ -214,7 +216,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         print("error: --threads and --repeats must be >= 1, --decode-tokens >= 2", file=sys.stderr)
         return 2
     threads = ThreadPlan(torch_threads=args.threads)
-    config = LLMConfig(model=args.model, dtype=args.dtype, max_new_tokens=60)
+    config = LLMConfig(model=args.model, dtype=args.dtype, max_new_tokens=60, quantize=args.quantize)
     draft_name = args.draft if args.draft is not None else DRAFTS.get(args.model)
     if draft_name == "none":
         draft_name = None
@@ -250,6 +252,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         "draft_model": draft_name,
         "threads": args.threads,
         "dtype": str(engine.model.dtype).removeprefix("torch."),
+        "quantize": args.quantize,
         "prompt_tokens": ttft["prompt_tokens"],
         "tail_tokens": ttft["tail_tokens"],
         "ttft_cold_s": round(cold, 4),
