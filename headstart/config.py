@@ -132,6 +132,8 @@ class TTSConfig:
     length_scale: float | None = None  # Piper phoneme duration scale (< 1 speaks faster); None: voice default
     espeak_voice: str = "en-us"
     output_rate_hz: int | None = None  # resample frames to this rate (soxr); None: the engine's own rate
+    # False (ablation, a naive pipeline): no early first clause; every chunk is a whole sentence (or line)
+    first_clause: bool = True
     hibari_voice: str = "heart"  # only voices already on disk ("heart" is in the wheel); never downloads
     coqui_model: str | None = None  # engine "coqui": checkpoint path (.pth; XTTS: the file or its folder)
     coqui_config: str | None = None  # its config.json; None: next to the checkpoint

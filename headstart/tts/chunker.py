@@ -15,6 +15,8 @@ Policy:
 - A period never ends a chunk inside a number ("3.14", "$49.95"), after a known abbreviation ("Dr.",
   "Mr.", "e.g.", "U.S.", "St."), after an initial ("J. R. R."), or after a list number at the start of
   a line ("1. First"). Commas and colons never split "1,000" or "8:00" (no space follows them).
+- `TTSConfig.first_clause=False` (an ablation: the naive pipeline) turns the early first chunk off:
+  every chunk is then a whole sentence or line, the first one included.
 - No chunk is longer than `max_chunk_chars`: an over-long piece is cut at its last comma, else at
   its last word boundary (a single word longer than the limit is cut at the limit). Nothing is
   dropped except whitespace; pieces with no letter or digit ("", "   ", "...") produce no chunk.
@@ -61,7 +63,8 @@ class ClauseChunker:
     """Turns streamed text deltas into speakable chunks (see the module docstring for the policy).
 
     Args:
-        config: uses `first_chunk_min_words` and `max_chunk_chars` (must be >= 1).
+        config: uses `first_clause`, `first_chunk_min_words`, `first_chunk_max_words` and
+            `max_chunk_chars` (must be >= 1).
 
     Raises:
         ValueError: if `max_chunk_chars` < 1 or `first_chunk_min_words` < 0.
@@ -78,6 +81,7 @@ class ClauseChunker:
         self.max_chunk_chars = config.max_chunk_chars
         self.first_chunk_min_words = config.first_chunk_min_words
         self.first_chunk_max_words = config.first_chunk_max_words
+        self.first_clause = config.first_clause
         self._buf = ""
         self._first_done = False
 
@@ -135,11 +139,12 @@ class ClauseChunker:
 
     def _find_boundary(self, text: str) -> int | None:
         """End index (exclusive) of the first chunk in `text`, or None if no chunk is complete yet."""
+        early = self.first_clause and not self._first_done  # the early first clause is still possible
         for m in _BOUNDARY_RE.finditer(text):
             if m.group("newline") is not None:
                 return m.end()
             if m.group("clause") is not None:
-                if self._first_done:
+                if not early:
                     continue
                 if len(text[: m.start()].split()) >= self.first_chunk_min_words:
                     return m.end()
@@ -149,7 +154,7 @@ class ClauseChunker:
                 return m.end()
             if verdict is None:  # cannot tell until more text arrives
                 return None
-        if not self._first_done and self.first_chunk_max_words:
+        if early and self.first_chunk_max_words:
             return self._first_words_cut(text)
         return None
 
