@@ -39,6 +39,9 @@ class ASRConfig:
     """Streaming faster-whisper settings."""
 
     model: str = "whisper-tiny.en"  # preset name, local folder or hub id
+    # False (ablation, a naive pipeline): no partial passes and no partial transcripts; one Whisper pass
+    # over the whole utterance once the VAD reports the end of speech
+    streaming: bool = True
     compute_type: str = "int8"
     beam_size: int = 1
     language: str | None = "en"
@@ -72,7 +75,10 @@ class EndpointConfig:
     `max_silence_s` at or below `eou_low` (cut off mid-sentence), interpolated on a log scale between.
     """
 
-    silence_s: float = 0.5  # no eou_probability known
+    # False (ablation): the turn ends a fixed `silence_s` after the speech; EOU probabilities are
+    # ignored (the Listener then does not call its EOU scorer at all)
+    semantic: bool = True
+    silence_s: float = 0.5  # no eou_probability known (or semantic=False)
     min_silence_s: float = 0.0  # text reads complete (the VAD already waited min_silence_s - speech_pad_s)
     # text reads cut off: outlasts a 1.5 s mid-sentence pause plus the VAD's min_speech_s to confirm
     # the speech that follows (and the word gap before the pause)
@@ -116,6 +122,9 @@ class LLMConfig:
     # a model with the same tokenizer). It switches itself off below break-even.
     speculative: str = "none"
     draft_model: str | None = None
+    # The drafter's own quantisation ("int8" or None). Drafts are only proposals (the target verifies
+    # every token), so a lossy, cheaper drafter keeps the output exact and moves the break-even.
+    draft_quantize: str | None = None
     speculate_k: int = 4
     # Preemptive reply: at most this many tokens are generated and held before end of turn.
     preemptive_max_tokens: int = 8
@@ -153,7 +162,9 @@ class SessionConfig:
     when an EOU signal is known, else it ends with sentence punctuation (the simple rule).
     """
 
-    head_start: bool = True  # False: no incremental prefill, no preemptive reply (ablations)
+    head_start: bool = True  # master switch. False: no incremental prefill, no preemptive reply (ablations)
+    incremental_prefill: bool = True  # partial transcripts prefill the KV cache (needs head_start)
+    preemptive: bool = True  # a held reply may start before the end of turn (needs head_start)
     preempt_min_words: int = 2  # shorter texts get no held reply
     preempt_eou_threshold: float = 0.05  # below the endpointer's eou_high: work starts while it waits
 

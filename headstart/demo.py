@@ -23,7 +23,7 @@ import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, read_wav, write_wav
 from headstart.clock import MonotonicClock
-from headstart.config import ASRConfig, LLMConfig, PipelineConfig, ThreadPlan, TTSConfig
+from headstart.config import ASRConfig, LLMConfig, PipelineConfig, SessionConfig, ThreadPlan, TTSConfig
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
@@ -59,6 +59,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-head-start", action="store_true", help="no incremental prefill and no "
                         "preemptive reply before the end of turn (for comparisons)")
+    parser.add_argument("--no-incremental-prefill", action="store_true",
+                        help="partial transcripts do not prefill the KV cache (ablation)")
+    parser.add_argument("--no-preemptive", action="store_true",
+                        help="no held reply before the end of turn (ablation)")
+
+
+def session_config_from_args(args: argparse.Namespace, base: SessionConfig | None = None) -> SessionConfig:
+    """The SessionConfig the head-start flags of `add_head_start_argument` ask for."""
+    return replace(base or SessionConfig(), head_start=not getattr(args, "no_head_start", False),
+                   incremental_prefill=not getattr(args, "no_incremental_prefill", False),
+                   preemptive=not getattr(args, "no_preemptive", False))
 
 
 @dataclass
@@ -315,7 +326,7 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
                     quantize=getattr(args, "llm_quantize", None)),
         tts=replace(base.tts, engine=args.tts),
-        session=replace(base.session, head_start=not getattr(args, "no_head_start", False)),
+        session=session_config_from_args(args, base.session),
     )
 
 
@@ -356,6 +367,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     models = {"asr": config.asr.model, "llm": config.llm.model, "tts": config.tts.engine, "vad": config.vad.engine}
     summary = report(results, turns, models, args.fast, args.quiet)
     summary["head_start"] = config.session.head_start
+    summary["incremental_prefill"] = config.session.head_start and config.session.incremental_prefill
+    summary["preemptive"] = config.session.head_start and config.session.preemptive
     summary["reply_wav"] = str(args.out) if audio.size else None
     print(json.dumps(summary, ensure_ascii=False))
     return 0

@@ -79,7 +79,8 @@ class PreemptionPolicy:
 
     Args:
         clock: the time source (FakeClock in tests).
-        config: `SessionConfig` (`head_start=False`: every method returns no decision).
+        config: `SessionConfig` (`head_start=False` or `preemptive=False`: no method ever returns a
+            `Preempt`, so nothing is held and nothing is released).
 
     Attributes:
         held_text: the text the held reply is conditioned on (None: nothing held).
@@ -100,7 +101,18 @@ class PreemptionPolicy:
 
     @property
     def enabled(self) -> bool:
+        """The master switch (`SessionConfig.head_start`)."""
         return self.config.head_start
+
+    @property
+    def incremental_prefill(self) -> bool:
+        """Partial transcripts prefill the KV cache (`head_start` and `incremental_prefill`)."""
+        return self.config.head_start and self.config.incremental_prefill
+
+    @property
+    def preemptive(self) -> bool:
+        """A held reply may start before the end of turn (`head_start` and `preemptive`)."""
+        return self.config.head_start and self.config.preemptive
 
     def reads_complete(self, text: str) -> bool:
         """Would the user's turn plausibly end after `text`? EOU probability when known for this very
@@ -189,7 +201,7 @@ class PreemptionPolicy:
         self._speaking = False
 
     def _maybe_preempt(self, text: str) -> list[Decision]:
-        if not self.enabled or self._speaking or not self.reads_complete(text):
+        if not self.preemptive or self._speaking or not self.reads_complete(text):
             return []
         if self.held_text is not None and same_text(self.held_text, text):
             return []

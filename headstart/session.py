@@ -387,9 +387,10 @@ class Session:
         head start's verdict on any held reply (a different text drops it)."""
         if self.turns.utterance != "user":
             return  # a possible barge-in or echo: not (yet) a turn of its own
-        live = self._ensure_live()
-        if live is not None:
-            live.update(event.text)
+        if self.head_start.incremental_prefill:
+            live = self._ensure_live()
+            if live is not None:
+                live.update(event.text)
         self._head(self.head_start.partial(event.text))
 
     # -- the head start --------------------------------------------------------------------------------

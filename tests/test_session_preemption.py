@@ -138,3 +138,26 @@ def test_withdraw_counts_neither_hit_nor_miss():
 def test_same_text_ignores_only_whitespace():
     assert same_text("ill -disposed man.", "ill-disposed man.")
     assert not same_text("France?", "France.")
+
+
+def test_preemptive_switch_off_holds_nothing_but_head_start_stays_on():
+    clock = FakeClock()
+    policy = PreemptionPolicy(clock, SessionConfig(preemptive=False))
+    assert policy.enabled and policy.incremental_prefill and not policy.preemptive
+    user_says(policy, clock, "Is it raining?")
+    assert policy.speech_ended() == []
+    assert policy.eou("Is it raining?", 0.9) == []
+    assert policy.final("Is it raining?") == []
+    assert policy.end_of_turn("Is it raining?") == [] and policy.take_outcome() == "none"
+    assert (policy.stats.hits, policy.stats.misses) == (0, 0)
+
+
+def test_incremental_prefill_switch_leaves_preemption_alone():
+    clock = FakeClock()
+    policy = PreemptionPolicy(clock, SessionConfig(incremental_prefill=False))
+    assert policy.preemptive and not policy.incremental_prefill
+    user_says(policy, clock, "Is it raining?")
+    assert policy.speech_ended() == [Preempt("Is it raining?")]
+    # the master switch turns both off, whatever the others say
+    off = PreemptionPolicy(clock, SessionConfig(head_start=False, incremental_prefill=True, preemptive=True))
+    assert not off.incremental_prefill and not off.preemptive

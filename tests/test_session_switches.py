@@ -1,0 +1,117 @@
+"""The session's ablation switches (SessionConfig.head_start / incremental_prefill / preemptive) on
+scripted listener events, with a recording stand-in for LiveTurn (no model, no event-loop timing)."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import pytest
+
+from headstart.clock import FakeClock
+from headstart.components import Components
+from headstart.config import PipelineConfig, SessionConfig
+from headstart.events import PartialTranscript, SpeechEnded, SpeechStarted
+
+
+class RecordingLiveTurn:
+    made: list[RecordingLiveTurn] = []
+
+    def __init__(self, engine, messages, config, executor, clock=None, **kwargs):
+        self.updates: list[str] = []
+        self.replies: list[str] = []
+        self.closed = False
+        RecordingLiveTurn.made.append(self)
+
+    def update(self, text: str) -> None:
+        self.updates.append(text)
+
+    def reply(self, text: str):
+        self.replies.append(text)
+        return _Stream()
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class _Stream:
+    def cancel(self) -> None:
+        pass
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        await asyncio.sleep(3600)  # a held reply that never finishes within the test
+        raise StopAsyncIteration
+
+
+class FakeEngine:
+    def render_prompt(self, messages, add_generation_prompt=True):
+        return [1, 2, 3]
+
+
+def run_turn(monkeypatch, session_config: SessionConfig) -> tuple[list[RecordingLiveTurn], object]:
+    import headstart.llm.live as live_module
+    from headstart.session import Session
+
+    RecordingLiveTurn.made = []
+    monkeypatch.setattr(live_module, "LiveTurn", RecordingLiveTurn)
+    monkeypatch.setattr(Session, "_new_listener", lambda self: None)
+    monkeypatch.setattr(Session, "_run_reply", lambda self, reply: asyncio.sleep(3600))
+    config = replace(PipelineConfig(), session=session_config)
+    components = Components(config=config, asr=None, llm=FakeEngine(), tts=None)
+
+    async def main():
+        session = Session(components, clock=FakeClock())
+        for event in (SpeechStarted(0.1), PartialTranscript("", "What is", 0.6),
+                      PartialTranscript("What is", "the time?", 1.2), SpeechEnded(1.4)):
+            session._on_listener_event(event)
+        held = session._held
+        await session.aclose()
+        return held
+
+    try:
+        held = asyncio.run(main())
+    finally:
+        components.close()
+    return RecordingLiveTurn.made, held
+
+
+def test_default_prefills_partials_and_holds_a_reply(monkeypatch):
+    made, held = run_turn(monkeypatch, SessionConfig())
+    assert made[0].updates == ["What is", "What is the time?"]
+    assert made[0].replies == ["What is the time?"] and held is not None and held.hypothesis == "What is the time?"
+
+
+def test_incremental_prefill_off_holds_a_reply_without_prefilling_partials(monkeypatch):
+    made, held = run_turn(monkeypatch, SessionConfig(incremental_prefill=False))
+    assert [t.updates for t in made] == [[]]  # opened only for the held reply
+    assert made[0].replies == ["What is the time?"] and held is not None
+
+
+def test_preemptive_off_prefills_but_holds_nothing(monkeypatch):
+    made, held = run_turn(monkeypatch, SessionConfig(preemptive=False))
+    assert made[0].updates == ["What is", "What is the time?"] and made[0].replies == []
+    assert held is None
+
+
+@pytest.mark.parametrize("extra", [{}, {"incremental_prefill": True, "preemptive": True}])
+def test_head_start_off_is_the_master_switch(monkeypatch, extra):
+    made, held = run_turn(monkeypatch, SessionConfig(head_start=False, **extra))
+    assert made == [] and held is None
+
+
+def test_demo_flags_map_to_the_switches():
+    import argparse
+
+    from headstart.demo import add_head_start_argument, session_config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_head_start_argument(parser)
+    assert session_config_from_args(parser.parse_args([])) == SessionConfig()
+    c = session_config_from_args(parser.parse_args(["--no-preemptive"]))
+    assert c.head_start and c.incremental_prefill and not c.preemptive
+    c = session_config_from_args(parser.parse_args(["--no-incremental-prefill"]))
+    assert c.head_start and not c.incremental_prefill and c.preemptive
+    assert not session_config_from_args(parser.parse_args(["--no-head-start"])).head_start
