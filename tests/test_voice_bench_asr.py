@@ -44,3 +44,9 @@ def test_arguments():
     bench.add_arguments(parser)
     args = parser.parse_args(["--json", "--input-dir", "x", "--endpointing", "silence", "--limit", "2"])
     assert args.json and args.input_dir == "x" and args.endpointing == "silence" and args.limit == 2
+
+
+def test_no_streaming_switch():
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert parser.parse_args(["--no-streaming"]).no_streaming and not parser.parse_args([]).no_streaming

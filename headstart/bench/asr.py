@@ -87,6 +87,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpointing", choices=("semantic", "silence"), default="semantic",
                         help="semantic: EOU probability from the LLM adapts the silence; silence: fixed silence_s")
     parser.add_argument("--llm", default="smollm2-135m", help="LLM for the semantic EOU signal")
+    parser.add_argument("--no-streaming", action="store_true",
+                        help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
     parser.add_argument("--no-pauses", action="store_true", help="skip the pause set (no false cut-off rate)")
     parser.add_argument("--threads", type=int, default=1, help="CTranslate2 threads (ThreadPlan.asr_threads)")
@@ -360,7 +362,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     items = load_items(args.input_dir)
     if args.limit:
         items = items[: args.limit]
-    asr_config = ASRConfig(model=args.model)
+    asr_config = ASRConfig(model=args.model, streaming=not getattr(args, "no_streaming", False))
     asr = WhisperASR.load(asr_config, cpu_threads=args.threads)
     asr.warmup()
     scorer_parts = None
@@ -374,7 +376,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         engine.warm_up()
         scorer_parts = (EOUEstimator(engine), [{"role": "system", "content": llm_config.system_prompt}])
         llm_name = args.llm
-    config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=EndpointConfig())
+    config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=EndpointConfig(semantic=args.endpointing == "semantic"))
     noise_rng = np.random.default_rng(args.seed)
 
     pairs, partial_lat, final_delays, eou_delays, decision_delays = [], [], [], [], []
@@ -431,6 +433,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "eou_call_p50_s": r(_percentile(eou_costs, 50)),
         "model": args.model,
         "endpointing": args.endpointing,
+        "streaming": asr_config.streaming,
         "eou_llm": llm_name,
         "utterances": len(items),
         "missing_end_of_turn": len(items) - len(eou_delays),

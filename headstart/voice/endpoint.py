@@ -8,7 +8,8 @@ once one is pushed (`push_eou`), it adapts: `min_silence_s` when the text reads 
 >= `eou_high`), `max_silence_s` when it reads cut off (<= `eou_low`), log-linear in between. So a
 finished sentence ends quickly and a mid-sentence pause is waited out (the idea of semantic turn
 detection, e.g. LiveKit's turn detector and Pipecat's Smart Turn; here the probability comes from the
-chat LLM, headstart/llm/eou.py).
+chat LLM, headstart/llm/eou.py). `EndpointConfig.semantic=False` (an ablation) keeps the fixed
+`silence_s` whatever the probability.
 
 Two guards keep a turn from running forever:
 * `max_wordless_s`: "speech" (claps, breathing, noise the VAD let through) in which the recogniser has
@@ -33,8 +34,8 @@ from headstart.events import EndOfTurn, SpeechEnded, SpeechStarted
 
 def required_silence_s(config: EndpointConfig, eou_probability: float | None) -> float:
     """The silence (seconds after the padded speech end) that ends a turn whose text has this EOU
-    probability; `config.silence_s` when it is None (unknown)."""
-    if eou_probability is None:
+    probability; `config.silence_s` when it is None (unknown) or `config.semantic` is False."""
+    if eou_probability is None or not config.semantic:
         return config.silence_s
     low, high = config.eou_low, config.eou_high
     if eou_probability >= high:
@@ -122,7 +123,8 @@ class Endpointer:
 
     def push_eou(self, probability: float | None) -> None:
         """The EOU probability of the open turn's latest text (None: forget it, back to `silence_s`).
-        Ignored when no turn is open (a late result for a turn already ended)."""
+        Ignored when no turn is open (a late result for a turn already ended). With
+        `config.semantic` False it is only reported on the EndOfTurn, never changes the silence."""
         if probability is not None and not 0.0 <= probability <= 1.0:  # also rejects NaN
             raise ValueError(f"eou_probability must be in [0, 1], got {probability}")
         if self._turn_start_s is not None:

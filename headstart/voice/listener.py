@@ -33,6 +33,9 @@ Events, in the order a consumer sees them for one utterance:
   scored (at most one call in flight; the newest text wins) and the probability is pushed into the
   Endpointer, which adapts the silence it needs. The session may instead push probabilities itself
   with `set_eou_probability`. EndOfTurn carries the probability it was decided on.
+* Ablations: `ASRConfig.streaming=False` runs no partial passes and emits no partials (one pass over
+  the whole utterance from the VAD's end of speech, like a naive pipeline); with
+  `EndpointConfig.semantic=False` the EOU scorer is never called and the silence is fixed.
 * Long utterances: once more than `ASRConfig.trim_after_s` of an utterance is buffered, passes start at
   the end of the last committed sentence (or, past twice that, of the last committed word) and get the
   committed text as Whisper's prompt, so a pass costs the same at minute two as at second two.
@@ -348,7 +351,8 @@ class Listener:
                 return
         utterance = self._current
         if (
-            utterance is not None
+            self._config.streaming
+            and utterance is not None
             and utterance.end is None
             and not self._ended
             and self._audio.end - utterance.last_pass_end >= max(self._min_new, 1)
@@ -415,7 +419,7 @@ class Listener:
             self._finalize(utterance)
         else:  # a partial (a final pass overtaken by resumed speech lands here too: its end moved on)
             partial = (agreement.committed_text, agreement.pending_text)
-            if partial != utterance.last_partial:
+            if partial != utterance.last_partial and self._config.streaming:
                 utterance.last_partial = partial
                 self._emit(utterance, PartialTranscript(partial[0], partial[1], stop / SAMPLE_RATE_HZ))
                 self._score(utterance, join_words(agreement.committed + agreement.pending))
@@ -427,6 +431,8 @@ class Listener:
     def _score(self, utterance: _Utterance, text: str) -> None:
         """Score `text` with the EOU scorer: now if it is free, else once it is (newest text wins)."""
         if self._eou_scorer is None or utterance is not self._current or not text:
+            return
+        if not self._endpointer.config.semantic:  # ablation: the scorer is ignored, not even called
             return
         if self._eou_task is not None:
             self._eou_next = (utterance, text)
