@@ -11,6 +11,7 @@ BENCHES = {
     "asr": "WER, partial latency, final and end-of-turn delay, false cut-offs, RTF of the listening stage",
     "llm": "TTFT cold vs incremental vs preemptive, decode tok/s per drafter, answer quality",
     "tts": "time to first audio of the first clause and RTF per TTS engine",
+    "conversation": "voice-to-voice latency over websockets, baseline vs headstart vs ablations, with plots",
 }
 
 
@@ -72,6 +73,14 @@ def build_parser() -> argparse.ArgumentParser:
     mc = sub.add_parser("mic", help="talk through this computer's microphone and speakers (--server URL or --local)")
     mic.add_arguments(mc)
     mc.set_defaults(func=mic.run_from_args)
+
+    from headstart.llm import train_proposal
+
+    llm = sub.add_parser("llm", help="LLM tools: train-proposal (a proposal head for self-speculative decoding)")
+    llm_sub = llm.add_subparsers(dest="llm_command", required=True)
+    tp = llm_sub.add_parser("train-proposal", help="distil an early-exit proposal head from the model's own replies")
+    train_proposal.add_arguments(tp)
+    tp.set_defaults(func=train_proposal.run_from_args)
 
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)

@@ -1,0 +1,488 @@
+"""`headstart bench conversation`: voice-to-voice latency of whole conversations, every configuration side
+by side, measured as a user would meet it.
+
+For each configuration (`--configs`, headstart/bench/conversation_configs.py) a `headstart serve`
+server is started in this process on loopback (the models load once and are shared; each
+configuration gets its own server on a free port), or `--server ws://...` drives a running one. The
+client (headstart/bench/conversation_client.py) is a websocket client exactly like the page and the mic
+app: real recordings as 20 ms PCM16 frames at real-time pace, then room-level noise; reply audio is
+played on a real-time player model that reports `playback.position`. Every event is stamped on one
+client clock; voice-to-voice runs from the recording's true end of speech (`speech_end_s` of the
+bench data) to the first reply audio byte received. Figures: headstart/bench/conversation_metrics.py.
+
+Scenarios (`--scenarios`):
+  qa          one fresh session per recording (`--turns N` recordings)
+  history     the same recordings as turns of one session (the prompt grows with the history)
+  pauses      the pause set of `headstart bench asr` (a 0.6-1.5 s pause at the word gap nearest the
+              middle; room noise or digital zero): false cut-off rate
+  bargein     a recording, then once the reply has played for 0.6 s another recording spoken over
+              it: first word -> the reply silent at the client
+  concurrent  N sessions at once (`--sessions 1,2,4`, configurations in `--concurrent-configs`):
+              capacity = the most sessions whose p90 voice-to-voice stays under 1 s
+
+Between sessions the LLM's KV cache is cut back to the system prompt, so no configuration gets a
+prompt another one has already prefilled (the same recordings are asked in every configuration).
+There is no `--simulate` (virtual-clock) mode: every figure here comes from real time.
+
+Output: a table (p50 / p90 / max per configuration and metric), PNG plots in `--out` (a per-turn
+waterfall of stage timings, the voice-to-voice distribution per configuration), then one JSON line
+with `configs: {name: {v2v_p50_s, v2v_p90_s, ttft_p50_s, eou_delay_p50_s, false_cutoff_rate,
+bargein_stop_p50_s, preemptive_hit_rate, wer, turns, ...}}`, `speedup_v2v_p50` (baseline over
+headstart), `unavailable` configurations and the effective configuration.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import json
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from headstart.bench.conversation_client import SR, TurnRecord, UserTurn, run_session
+from headstart.bench.conversation_configs import DEFAULT_CONFIGS, apply, effective, missing_switches, variants
+from headstart.bench.conversation_metrics import (
+    TABLE_METRICS,
+    V2V_CAPACITY_P90_S,
+    bargein_figures,
+    capacity,
+    is_cutoff,
+    percentile,
+    stats,
+    summarize_config,
+    turn_figures,
+)
+
+SCENARIOS = ("qa", "history", "pauses", "bargein", "concurrent")
+DEFAULT_SCENARIOS = ("qa", "pauses", "bargein")
+# Packaged recordings asked first (requests and questions a user might say; then the rest in index order).
+PREFERRED = ("goforward", "vm-changeto", "librivox-0880", "tt-somethingwrong", "cards_005", "demo-nomatch",
+             "ss-noservice", "librivox-0930")
+BARGE_IN_RECORDING = "tt-somethingwrong"  # "Something is terribly wrong": clear words to talk over a reply
+TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, "bargein_stop_p50_s": 0.3}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the `bench conversation` options to `parser`."""
+    from headstart.config import ASRConfig, LLMConfig, ThreadPlan, TTSConfig
+
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
+                        help=f"comma-separated configurations (default: all: {','.join(DEFAULT_CONFIGS)})")
+    parser.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
+                        help=f"comma-separated subset of {','.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)})")
+    parser.add_argument("--turns", type=int, default=4, help="recordings per configuration for qa/history (default 4)")
+    parser.add_argument("--limit", type=int, default=None, help="use only the first N recordings of the set")
+    parser.add_argument("--pause-items", type=int, default=4, help="pause-set items per configuration (default 4)")
+    parser.add_argument("--bargein-items", type=int, default=2, help="barge-ins per configuration (default 2)")
+    parser.add_argument("--sessions", default="1,2,4", help="concurrent session counts to try (default 1,2,4)")
+    parser.add_argument("--concurrent-configs", default="headstart",
+                        help="configurations run in the concurrent scenario (default headstart)")
+    parser.add_argument("--input-dir", default=None, help="your recordings: WAVs + transcripts.tsv "
+                        "(header, then file<TAB>text, paths relative to DIR); default: the packaged bench data")
+    parser.add_argument("--server", default=None, help="drive a running server (ws://host:port/ws) instead of "
+                        "starting one; its configuration is its own (reported as 'server')")
+    parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
+    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
+    parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine")
+    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
+    parser.add_argument("--out", default="bench-conversation", help="folder for the PNG plots and records.json")
+    parser.add_argument("--no-plots", action="store_true", help="write no plots")
+    parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a turn's reply")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths and the noise")
+
+
+# -- data ----------------------------------------------------------------------------------------------
+
+
+def load_user_turns(input_dir: str | None, limit: int | None) -> list[UserTurn]:
+    """The recordings as UserTurns, preferred ones first (packaged set) or in transcripts.tsv order.
+
+    Raises:
+        FileNotFoundError, ValueError: as `headstart.bench.asr.load_items` (missing index or file, bad header).
+    """
+    from headstart.bench.asr import load_items
+
+    items = load_items(input_dir)
+    if input_dir is None:
+        rank = {name: i for i, name in enumerate(PREFERRED)}
+        items = sorted(items, key=lambda it: rank.get(it.name, len(rank)))
+    if limit:
+        items = items[:limit]
+    return [UserTurn(it.name, it.audio, it.speech_start_s, it.speech_end_s, it.text) for it in items]
+
+
+def room_rms(turn: UserTurn) -> float:
+    """RMS of the recording's leading non-speech (at least -70 dBFS): the level of the noise sent
+    between and after the recordings."""
+    lead = turn.audio[: max(int(turn.speech_start_s * SR) - 800, 0)]
+    rms = float(np.sqrt(np.mean(lead.astype(np.float64) ** 2))) if lead.size >= 800 else 0.0
+    return max(rms, 10 ** (-70 / 20))
+
+
+def pause_turns(turns: list[UserTurn], asr: Any, count: int, seed: int) -> list[UserTurn]:
+    """The pause set of `headstart bench asr` (reusing its builder) as UserTurns, alternating room
+    noise and digital zero, at most `count`."""
+    from headstart.bench.asr import Item, pause_set
+
+    if count <= 0:
+        return []
+    items = [Item(t.name, t.text, t.audio, t.speech_end_s, t.speech_start_s) for t in turns]
+    out = []
+    for p in pause_set(items, asr, seed):
+        pause_s = p.pause_end_s - p.pause_start_s
+        end_s = p.item.speech_end_s + pause_s
+        out.append(UserTurn(f"{p.item.name}+pause{pause_s:.1f}s-{p.kind}", p.audio, p.item.speech_start_s, end_s,
+                            p.item.text, pause=(p.pause_start_s, p.pause_end_s)))
+        if len(out) >= count:
+            break
+    return out
+
+
+# -- the in-process server --------------------------------------------------------------------------
+
+
+class ServerThread:
+    """A `headstart serve` server (VoiceServer) on its own event loop in a thread, on a free loopback
+    port: the client's loop and timestamps stay apart from the server's."""
+
+    def __init__(self, components: Any, max_sessions: int) -> None:
+        from headstart.server import ServerConfig, VoiceServer
+
+        self.server = VoiceServer(components, ServerConfig(host="127.0.0.1", port=0, max_sessions=max_sessions))
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="bench-server", daemon=True)
+
+    def __enter__(self) -> str:
+        self.thread.start()
+        port = asyncio.run_coroutine_threadsafe(self.server.start(), self.loop).result(60)
+        return f"ws://127.0.0.1:{port}/ws"
+
+    def __exit__(self, *exc: object) -> None:
+        async def close() -> None:
+            await self.server.close()
+            for connection in list(self.server.connections):
+                await connection.ended.wait()
+            rest = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+            for task in rest:  # the sessions' leftovers (a listener pass in flight)
+                task.cancel()
+            await asyncio.gather(*rest, return_exceptions=True)
+
+        try:
+            asyncio.run_coroutine_threadsafe(close(), self.loop).result(60)
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(30)
+            self.loop.close()
+
+
+def reset_llm_cache(components: Any) -> None:
+    """Cut the LLM's KV cache back to the system prompt (on the LLM's own executor thread), so a
+    recording asked again in the next configuration finds nothing of its prompt prefilled."""
+    if components is None:
+        return
+    llm = components.llm
+    render = getattr(llm, "render_prompt", None)
+    if render is None:
+        return
+    system = {"role": "system", "content": components.config.llm.system_prompt}
+
+    def cut() -> None:
+        from headstart.llm.engine import common_prefix_len
+
+        a = render([system, {"role": "user", "content": "a"}])
+        b = render([system, {"role": "user", "content": "b"}])
+        llm.rollback_to(min(common_prefix_len(a, b), common_prefix_len(llm.tokens, a)))
+
+    components.llm_executor.submit(cut).result(120)
+
+
+# -- scenarios --------------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass
+class ConfigRun:
+    name: str
+    qa: list[TurnRecord] = dataclasses.field(default_factory=list)
+    history: list[TurnRecord] = dataclasses.field(default_factory=list)
+    pauses: list[TurnRecord] = dataclasses.field(default_factory=list)
+    bargein: list[TurnRecord] = dataclasses.field(default_factory=list)
+    concurrent: dict[int, list[TurnRecord]] = dataclasses.field(default_factory=dict)
+    errors: list[str] = dataclasses.field(default_factory=list)
+
+
+async def run_config(name: str, url: str, components: Any, turns: list[UserTurn], pauses: list[UserTurn],
+                     barge: UserTurn | None, scenarios: set[str], args: argparse.Namespace, log) -> ConfigRun:
+    """Every chosen scenario against the server at `url` (one configuration)."""
+    run = ConfigRun(name)
+    loop = asyncio.get_running_loop()
+    rms = room_rms(turns[0])
+
+    async def session(items, n=0, reset=True) -> list[TurnRecord]:
+        if reset:
+            await loop.run_in_executor(None, reset_llm_cache, components)
+        try:
+            return await run_session(url, items, noise_rms=rms, seed=args.seed + n, max_wait_s=args.max_wait,
+                                     session=n)
+        except Exception as exc:  # noqa: BLE001 - a refused or dropped connection is a result, not a crash
+            run.errors.append(f"{type(exc).__name__}: {exc}")
+            log(f"  {name}: session failed: {type(exc).__name__}: {exc}")
+            return []
+
+    qa_turns = turns[: args.turns]
+    if "qa" in scenarios:
+        for n, turn in enumerate(qa_turns):
+            records = await session([(turn, "qa", None)], n)
+            run.qa += records
+            for r in records:
+                f = turn_figures(r)
+                log(f"  {name} qa {r.name}: v2v {_fmt_s(f['v2v_s'])} eou {_fmt_s(f['eou_s'])} "
+                    f"ttft {_fmt_s(f['ttft_s'])} {f['preemptive']} | {f['transcript']!r} -> {f['reply_text']!r}")
+    if "history" in scenarios and qa_turns:
+        run.history = await session([(t, "qa", None) for t in qa_turns], 100)
+        log(f"  {name} history: v2v " + " ".join(_fmt_s(turn_figures(r)["v2v_s"]) for r in run.history))
+    if "pauses" in scenarios:
+        for n, turn in enumerate(pauses):
+            records = await session([(turn, "pause", None)], 200 + n)
+            run.pauses += records
+            for r in records:
+                log(f"  {name} pause {r.name}: {'CUT OFF' if is_cutoff(r) else 'ok'}")
+    if "bargein" in scenarios and barge is not None:
+        candidates = [t for t in turns if t.name != barge.name][: args.bargein_items]
+        for n, turn in enumerate(candidates):
+            records = await session([(turn, "bargein", barge)], 300 + n)
+            run.bargein += records
+            for r in records:
+                b = bargein_figures(r)
+                log(f"  {name} barge-in over {r.name}: "
+                    + (f"silent after {_fmt_s(b['bargein_stop_s'])}, interrupted {b['interrupted']}" if b
+                       else "the reply was over before the barge-in"))
+    if "concurrent" in scenarios and name in args.concurrent_configs.split(","):
+        for count in sorted({int(x) for x in args.sessions.split(",") if x.strip()}):
+            await loop.run_in_executor(None, reset_llm_cache, components)
+            groups = await asyncio.gather(*(
+                session([(qa_turns[(i + k) % len(qa_turns)], "qa", None) for k in range(min(2, len(qa_turns)))],
+                        1000 * count + i, reset=False)
+                for i in range(count)
+            ))
+            run.concurrent[count] = [r for g in groups for r in g]
+            v2v = [turn_figures(r)["v2v_s"] for r in run.concurrent[count]]
+            log(f"  {name} {count} concurrent sessions: v2v p90 {_fmt_s(percentile(v2v, 90))}")
+    return run
+
+
+# -- report ------------------------------------------------------------------------------------------------
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _fmt_s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
+
+
+def _fmt_cell(key: str, s: dict) -> str:
+    if not s["n"]:
+        return "-"
+    if key.endswith("_s"):
+        return f"{s['p50'] * 1000:.0f} / {s['p90'] * 1000:.0f} / {s['max'] * 1000:.0f}"
+    return f"{s['p50']:.0f} / {s['p90']:.0f} / {s['max']:.0f}"
+
+
+METRIC_TITLES = {
+    "v2v_s": "voice-to-voice (ms)",
+    "eou_s": "→ turn.end (ms)",
+    "partial_s": "→ partial (ms)",
+    "final_s": "→ final (ms)",
+    "first_token_s": "→ first token (ms)",
+    "ttft_s": "TTFT (ms)",
+    "tpot_s": "TPOT (ms)",
+    "tts_ttfa_s": "TTS TTFA (ms)",
+    "reply_tokens": "reply tokens",
+}
+
+
+def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, dict]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console(file=sys.stdout, width=200)
+    table = Table(title="per-turn figures, p50 / p90 / max, from the true end of speech (qa turns)")
+    table.add_column("metric")
+    for name in figures_by_config:
+        table.add_column(name, justify="right")
+    for key in TABLE_METRICS:
+        table.add_row(METRIC_TITLES[key], *(_fmt_cell(key, stats(f[key] for f in figs))
+                                            for figs in figures_by_config.values()))
+
+    def pct(x):
+        return "-" if x is None else f"{x * 100:.0f} %"
+
+    table.add_row("false cut-offs", *(pct(summaries[n]["false_cutoff_rate"]) + f" of {summaries[n]['pause_items']}"
+                                      for n in figures_by_config))
+    table.add_row("barge-in → silent p50 (ms)", *(
+        "-" if summaries[n]["bargein_stop_p50_s"] is None else f"{summaries[n]['bargein_stop_p50_s'] * 1000:.0f}"
+        for n in figures_by_config))
+    table.add_row("preemptive hits / misses", *(f"{summaries[n]['preemptive_hits']} / {summaries[n]['preemptive_misses']}"
+                                                for n in figures_by_config))
+    table.add_row("WER", *(pct(summaries[n]["wer"]) for n in figures_by_config))
+    table.add_row("turns (replies)", *(f"{summaries[n]['turns']} ({summaries[n]['replies']})" for n in figures_by_config))
+    console.print(table)
+
+
+def records_json(runs: dict[str, ConfigRun]) -> dict:
+    def rec(r: TurnRecord) -> dict:
+        d = dataclasses.asdict(r)
+        d["events"] = [[round(t, 4), k, p] for t, k, p in r.events]
+        return d
+
+    return {name: {"qa": [rec(r) for r in run.qa], "history": [rec(r) for r in run.history],
+                   "pauses": [rec(r) for r in run.pauses], "bargein": [rec(r) for r in run.bargein],
+                   "concurrent": {str(k): [rec(r) for r in v] for k, v in run.concurrent.items()}}
+            for name, run in runs.items()}
+
+
+def summarize(runs: dict[str, ConfigRun]) -> tuple[dict[str, dict], dict[str, list[dict]]]:
+    """Per configuration: the JSON summary and the qa (and history) turn figures."""
+    summaries, figures = {}, {}
+    for name, run in runs.items():
+        qa = [turn_figures(r) for r in run.qa + run.history]
+        cutoffs = [bool(is_cutoff(r)) for r in run.pauses if is_cutoff(r) is not None]
+        bargeins = [b for b in (bargein_figures(r) for r in run.bargein) if b is not None]
+        summary = summarize_config(qa, cutoffs, bargeins)
+        interrupt = percentile([b["bargein_interrupt_s"] for b in bargeins], 50)
+        summary["bargein_interrupt_p50_s"] = None if interrupt is None else round(interrupt, 4)
+        if run.history:
+            hist = [turn_figures(r) for r in run.history]
+            summary["history_v2v_p50_s"] = _round(percentile([f["v2v_s"] for f in hist], 50))
+        if run.concurrent:
+            by_n = {n: [turn_figures(r)["v2v_s"] for r in recs] for n, recs in run.concurrent.items()}
+            summary["concurrent_v2v_p90_s"] = {str(n): _round(percentile(v, 90)) for n, v in by_n.items()}
+            summary["capacity_sessions"] = capacity(by_n, V2V_CAPACITY_P90_S)
+        summary["eou_probability_seen"] = any(f["eou_probability"] is not None for f in qa)
+        if run.errors:
+            summary["errors"] = run.errors
+        summaries[name] = summary
+        figures[name] = qa
+    return summaries, figures
+
+
+def run(args: argparse.Namespace, log=print) -> dict:
+    """Run the benchmark; returns the JSON object. Raises ValueError for bad options."""
+    from headstart.demo import build_config
+
+    scenarios = {s.strip() for s in args.scenarios.split(",") if s.strip()}
+    unknown = scenarios - set(SCENARIOS)
+    if unknown:
+        raise ValueError(f"unknown scenario(s) {', '.join(sorted(unknown))}; choose from {', '.join(SCENARIOS)}")
+    if args.turns < 1:
+        raise ValueError("--turns must be >= 1")
+    turns = load_user_turns(args.input_dir, args.limit)
+    if not turns:
+        raise ValueError("no recordings to send")
+    base = build_config(args)
+    known = variants(base)
+    names = [n.strip() for n in args.configs.split(",") if n.strip()]
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise ValueError(f"unknown configuration(s) {', '.join(bad)}; choose from {', '.join(known)}")
+    unavailable = {n: missing_switches(known[n], base) for n in names if missing_switches(known[n], base)}
+    runnable = [n for n in names if n not in unavailable]
+    for n, missing in unavailable.items():
+        log(f"configuration {n}: unavailable, this checkout has no {', '.join(missing)}")
+
+    barge = next((t for t in turns if t.name == BARGE_IN_RECORDING), None)
+    if barge is None and len(turns) > 1:
+        barge = turns[-1]
+    components = None
+    started = time.perf_counter()
+    runs: dict[str, ConfigRun] = {}
+    effective_configs: dict[str, dict] = {}
+    try:
+        if args.server is None:
+            from headstart.components import Components
+
+            components = Components.load(base, log=log)
+            asr = components.asr
+        elif "pauses" in scenarios:
+            from headstart.voice.asr import WhisperASR
+
+            asr = WhisperASR.load(base.asr, cpu_threads=1)  # word times for the pause set only
+        pauses = pause_turns(turns, asr, args.pause_items, args.seed) if "pauses" in scenarios else []
+        max_sessions = max([int(x) for x in args.sessions.split(",") if x.strip()] + [1]) + 1
+        if args.server is not None:
+            runs["server"] = asyncio.run(run_config("server", args.server, None, turns, pauses, barge,
+                                                    scenarios, args, log))
+            effective_configs["server"] = {"server": args.server}
+        for name in ([] if args.server else runnable):
+            config = apply(known[name], base)
+            effective_configs[name] = effective(config)
+            log(f"configuration {name}: {known[name].description}")
+            comps = dataclasses.replace(components, config=config)
+            with ServerThread(comps, max_sessions) as url:
+                runs[name] = asyncio.run(run_config(name, url, comps, turns, pauses, barge, scenarios, args, log))
+    finally:
+        if components is not None:
+            components.close()
+
+    summaries, figures = summarize(runs)
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "records.json").write_text(json.dumps(records_json(runs), ensure_ascii=False))
+    plots = []
+    if not args.no_plots:
+        from headstart.bench.conversation_plots import plot_v2v_distribution, plot_waterfall
+
+        plots.append(str(plot_waterfall(figures, out_dir / "waterfall.png")))
+        plots.append(str(plot_v2v_distribution(figures, out_dir / "v2v.png")))
+    if not args.json:
+        print_table(figures, summaries)
+    base_p50 = summaries.get("baseline", {}).get("v2v_p50_s")
+    head_p50 = summaries.get("headstart", {}).get("v2v_p50_s")
+    notes = []
+    if summaries.get("headstart") and not summaries["headstart"]["eou_probability_seen"]:
+        notes.append("no EOU probability reached the endpointer (no EOU scorer wired into the server's "
+                     "sessions): semantic endpointing had no effect in this run")
+    return {
+        "bench": "conversation",
+        "configs": summaries,
+        "speedup_v2v_p50": round(base_p50 / head_p50, 3) if base_p50 and head_p50 else None,
+        "unavailable": unavailable,
+        "scenarios": sorted(scenarios),
+        "effective": {"models": {"asr": base.asr.model, "llm": base.llm.model, "tts": base.tts.engine,
+                                 "vad": base.vad.engine}, "configs": effective_configs,
+                      "server": args.server or "in-process (loopback)", "pace": "realtime",
+                      "turn_recordings": [t.name for t in turns[: args.turns]],
+                      "barge_in_recording": barge.name if barge else None},
+        "targets": TARGETS,
+        "notes": notes,
+        "plots": plots,
+        "records": str(out_dir / "records.json"),
+        "wall_s": round(time.perf_counter() - started, 1),
+    }
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Entry point of `headstart bench conversation`. 2: bad options or data; 1: a model is missing."""
+    from headstart.models import ModelError
+    from headstart.tts.base import TTSError
+
+    log = (lambda *a, **k: None) if args.json else (lambda *a, **k: print(*a, **k, flush=True))
+    try:
+        out = run(args, log=log)
+    except (FileNotFoundError, ValueError) as exc:
+        print(f"bench conversation: {exc}", file=sys.stderr)
+        return 2
+    except (ModelError, TTSError) as exc:
+        print(f"bench conversation: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(out, ensure_ascii=False))
+    return 0

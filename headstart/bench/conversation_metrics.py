@@ -1,0 +1,216 @@
+"""The harness's figures, computed from the client's event logs (`TurnRecord`s): pure functions, no I/O.
+
+Per turn (seconds, all on the client clock, from the true end of the user's speech):
+  partial_s      -> the first `transcript.partial` whose audio reaches the end of speech
+  eou_s          -> `turn.end` received (end-of-turn delay)
+  final_s        -> the first non-empty `transcript.final` received
+  first_token_s  -> the first `reply.text.delta` received
+  v2v_s          -> the first reply audio byte received (voice-to-voice)
+and from the server's `metrics.turn`: ttft_s (LLM asked -> first token), tpot_s (time per output
+token), tts_ttfa_s (first text to the synthesiser -> its first audio), reply_tokens, reply_audio_s,
+preemptive ("hit" / "miss" / "none"); wer of the turn's transcript against the reference.
+
+Pause set: a turn is cut off when the first `turn.end` falls (by its `audio_ms`, a stream position)
+before the inserted pause is over. Barge-in: from the send time of the barge-in utterance's first
+word to the moment the reply falls silent at the client (it pauses on `reply.paused`, flushes on
+`reply.interrupted`, or simply runs out of audio), replayed on the same `Player` model the client used.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+import numpy as np
+
+from headstart.bench.conversation_client import Player, TurnRecord
+
+FRAME_S = 0.02
+V2V_CAPACITY_P90_S = 1.0  # a session count is served when its p90 voice-to-voice stays under this
+STAGES = ("partial_s", "eou_s", "final_s", "first_token_s", "v2v_s")
+TABLE_METRICS = ("v2v_s", "eou_s", "partial_s", "final_s", "first_token_s", "ttft_s", "tpot_s", "tts_ttfa_s",
+                 "reply_tokens")
+
+
+def _first(record: TurnRecord, kind: str, where=lambda p: True, after: float = float("-inf")):
+    for t, k, payload in record.events:
+        if k == kind and t >= after and where(payload):
+            return t, payload
+    return None, None
+
+
+def _since(start: float | None, end: float | None) -> float | None:
+    return None if start is None or end is None else end - start
+
+
+def _ms_to_s(value) -> float | None:
+    return None if value is None else float(value) / 1000.0
+
+
+def turn_figures(record: TurnRecord) -> dict:
+    """The figures of one question-and-answer turn (see the module docstring); None where the event
+    did not happen. `reply` is False when no reply started (nothing heard)."""
+    from headstart.bench.wer import word_error_rate
+
+    end = record.speech_end_at_s
+    end_stream = record.speech_end_stream_s
+    covers_end = (lambda p: end_stream is None or (p.get("audio_ms") or 0.0) / 1000.0 >= end_stream - FRAME_S)
+    t_partial, _ = _first(record, "transcript.partial", covers_end)
+    t_eou, eou = _first(record, "turn.end")
+    t_final, _ = _first(record, "transcript.final", lambda p: bool((p.get("text") or "").strip()))
+    t_token, _ = _first(record, "reply.text.delta")
+    t_audio, _ = _first(record, "audio")
+    _, metrics = _first(record, "metrics.turn")
+    transcript = (metrics or {}).get("transcript")
+    if transcript is None:
+        transcript = " ".join(p.get("text", "") for _, k, p in record.events if k == "transcript.final").strip()
+    out = {
+        "name": record.name,
+        "session": record.session,
+        "synthetic": record.synthetic,
+        "partial_s": _since(end, t_partial),
+        "eou_s": _since(end, t_eou),
+        "final_s": _since(end, t_final),
+        "first_token_s": _since(end, t_token),
+        "v2v_s": _since(end, t_audio),
+        "eou_probability": (eou or {}).get("eou_probability"),
+        "ttft_s": _ms_to_s((metrics or {}).get("ttft_ms")),
+        "tpot_s": _ms_to_s((metrics or {}).get("tpot_ms")),
+        "tts_ttfa_s": _ms_to_s((metrics or {}).get("tts_ttfa_ms")),
+        "reply_tokens": (metrics or {}).get("num_tokens"),
+        "reply_audio_s": _ms_to_s((metrics or {}).get("reply_audio_ms")),
+        "preemptive": (metrics or {}).get("preemptive", "none"),
+        "transcript": transcript,
+        "reference": record.reference,
+        "reply_text": (metrics or {}).get("reply", ""),
+        "wer": word_error_rate(record.reference, transcript) if record.reference else None,
+        "reply": t_token is not None or metrics is not None,
+        "timed_out": record.timed_out,
+    }
+    return out
+
+
+def is_cutoff(record: TurnRecord) -> bool | None:
+    """Pause set: True if the first `turn.end` was decided (by stream position) before the pause was
+    over; None for a record without a pause."""
+    if record.pause_end_s is None:
+        return None
+    _, eou = _first(record, "turn.end")
+    if eou is None or eou.get("audio_ms") is None:
+        return False
+    return eou["audio_ms"] / 1000.0 < record.pause_end_s - 1e-6
+
+
+def replay(player: Player, kind: str, payload: dict, t: float) -> None:
+    """Apply one logged event to `player`, as the client did when it arrived."""
+    rid = payload.get("reply_id")
+    if kind == "reply.audio.start":
+        player.start(rid, payload.get("sample_rate", 16_000), t)
+    elif kind == "audio":
+        player.audio(payload["bytes"], t)
+    elif kind == "reply.paused" and rid == player.reply_id:
+        player.pause(t)
+    elif kind == "reply.resumed" and rid == player.reply_id:
+        player.resume(t)
+    elif kind == "reply.interrupted" and rid == player.reply_id:
+        player.flush(t)
+
+
+def reply_silent_at(events: Iterable[tuple[float, str, dict]], since: float) -> float:
+    """When the reply audio falls silent at the client at or after `since`: replays the events on the
+    client's `Player` (it pauses on `reply.paused`, flushes on `reply.interrupted`, else runs dry).
+    `since` itself when nothing was playing then; past the last event, when the audio received would
+    have run out."""
+    player = Player()
+    events = sorted(events, key=lambda e: e[0])
+    i = 0
+    while i < len(events) and events[i][0] <= since:
+        replay(player, *events[i][1:], events[i][0])
+        i += 1
+    if not player.playing(since):
+        return since
+    for t, kind, payload in events[i:]:
+        dry = player.dry_at()
+        if dry is not None and dry <= t:
+            return dry
+        replay(player, kind, payload, t)
+        if not player.playing(t):
+            return t
+    dry = player.dry_at()
+    return dry if dry is not None else since
+
+
+def bargein_figures(record: TurnRecord) -> dict | None:
+    """Barge-in: `bargein_stop_s` (first word -> the reply silent at the client), `bargein_interrupt_s`
+    (first word -> `reply.interrupted` received; None when the reply was not interrupted). None when
+    the reply ended before the barge-in could start."""
+    word = record.barge_speech_start_at_s
+    if word is None:
+        return None
+    silent = reply_silent_at(record.events, word)
+    t_interrupt, _ = _first(record, "reply.interrupted", after=word)
+    return {
+        "name": record.name,
+        "barge": record.barge_name,
+        "bargein_stop_s": _since(word, silent),
+        "bargein_interrupt_s": _since(word, t_interrupt),
+        "interrupted": t_interrupt is not None,
+    }
+
+
+def percentile(values: Iterable[float | None], q: float) -> float | None:
+    xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
+    return float(np.percentile(np.asarray(xs), q)) if xs else None
+
+
+def stats(values: Iterable[float | None]) -> dict:
+    """{"p50", "p90", "max", "n"} of the values that are not None (None figures when there are none)."""
+    xs = [float(v) for v in values if v is not None]
+    return {"p50": percentile(xs, 50), "p90": percentile(xs, 90), "max": max(xs) if xs else None, "n": len(xs)}
+
+
+def capacity(v2v_by_sessions: dict[int, list[float | None]], limit_s: float = V2V_CAPACITY_P90_S) -> int:
+    """The most concurrent sessions whose p90 voice-to-voice stays under `limit_s` (0: not even one).
+    A turn without a reply counts as infinitely late; counts above a failed one do not count."""
+    best = 0
+    for n in sorted(v2v_by_sessions):
+        values = [1e9 if v is None else v for v in v2v_by_sessions[n]]  # no reply: as good as never
+        if not values or float(np.percentile(np.asarray(values), 90)) >= limit_s:
+            break
+        best = n
+    return best
+
+
+def summarize_config(qa: list[dict], cutoffs: list[bool], bargeins: list[dict]) -> dict:
+    """One configuration's JSON figures from its turn figures, pause verdicts and barge-in figures."""
+    from headstart.bench.wer import corpus_word_error_rate
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    replied = [f for f in qa if f["reply"]]
+    hits = sum(f["preemptive"] == "hit" for f in qa)
+    misses = sum(f["preemptive"] == "miss" for f in qa)
+    scored = [(f["reference"], f["transcript"] or "") for f in qa if f["reference"]]
+    out = {
+        "v2v_p50_s": r(percentile([f["v2v_s"] for f in qa], 50)),
+        "v2v_p90_s": r(percentile([f["v2v_s"] for f in qa], 90)),
+        "ttft_p50_s": r(percentile([f["ttft_s"] for f in qa], 50)),
+        "eou_delay_p50_s": r(percentile([f["eou_s"] for f in qa], 50)),
+        "false_cutoff_rate": r(sum(cutoffs) / len(cutoffs)) if cutoffs else None,
+        "bargein_stop_p50_s": r(percentile([b["bargein_stop_s"] for b in bargeins], 50)),
+        "preemptive_hit_rate": r(hits / (hits + misses)) if hits + misses else None,
+        "preemptive_hits": hits,
+        "preemptive_misses": misses,
+        "wer": r(corpus_word_error_rate(scored)) if scored else None,
+        "turns": len(qa),
+        "replies": len(replied),
+        "pause_items": len(cutoffs),
+        "bargeins": len(bargeins),
+    }
+    for key in TABLE_METRICS:
+        s = stats(f[key] for f in qa)
+        out[key.removesuffix("_s") + "_stats" + ("_s" if key.endswith("_s") else "")] = {
+            k: (r(v) if k != "n" else v) for k, v in s.items()
+        }
+    return out

@@ -1,0 +1,217 @@
+"""`headstart bench conversation`: the figures from scripted client event logs (pure functions), the
+configurations, the data loading, and one end-to-end run with the small models over real websockets."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from headstart.bench.conversation_client import Player, TurnRecord
+from headstart.bench.conversation_configs import Switch, Variant, apply, missing_switches, variants
+from headstart.bench.conversation_metrics import (
+    bargein_figures,
+    capacity,
+    is_cutoff,
+    reply_silent_at,
+    stats,
+    summarize_config,
+    turn_figures,
+)
+from headstart.config import PipelineConfig
+
+RATE = 22_050
+
+
+def audio(seconds: float) -> dict:
+    return {"bytes": int(round(seconds * RATE)) * 2, "reply_id": "r1"}
+
+
+def scripted_turn() -> TurnRecord:
+    """A turn whose true end of speech was sent at t=10.0 (stream position 2.0 s)."""
+    r = TurnRecord("goforward", "go forward ten meters", offset_s=0.0, speech_end_at_s=10.0, speech_end_stream_s=2.0)
+    r.events = [
+        (8.5, "vad.speech_started", {"audio_ms": 400.0}),
+        (9.6, "transcript.partial", {"text": "go forward", "audio_ms": 1600.0}),  # before the end: not counted
+        (10.3, "transcript.partial", {"text": "go forward ten", "audio_ms": 2000.0}),
+        (10.4, "vad.speech_stopped", {"audio_ms": 2300.0}),
+        (10.6, "transcript.final", {"text": "", "audio_ms": 2300.0}),  # an empty final does not count
+        (10.7, "transcript.final", {"text": "Go forward 10 meters.", "audio_ms": 2300.0}),
+        (10.9, "turn.end", {"audio_ms": 2500.0, "eou_probability": 0.3}),
+        (10.95, "reply.started", {"reply_id": "r1", "transcript": "Go forward 10 meters."}),
+        (11.2, "reply.text.delta", {"reply_id": "r1", "text": "Sure"}),
+        (11.5, "reply.audio.start", {"reply_id": "r1", "sample_rate": RATE}),
+        (11.6, "audio", audio(0.1)),
+        (13.0, "reply.done", {"reply_id": "r1"}),
+        (13.0, "metrics.turn", {"transcript": "Go forward 10 meters.", "reply": "Sure, walking.", "ttft_ms": 250.0,
+                                "tpot_ms": 120.5, "tts_ttfa_ms": 180.0, "num_tokens": 5, "reply_audio_ms": 900.0,
+                                "preemptive": "hit"}),
+    ]
+    return r
+
+
+def test_turn_figures_from_a_scripted_log():
+    f = turn_figures(scripted_turn())
+    assert f["partial_s"] == pytest.approx(0.3)
+    assert f["final_s"] == pytest.approx(0.7)
+    assert f["eou_s"] == pytest.approx(0.9)
+    assert f["first_token_s"] == pytest.approx(1.2)
+    assert f["v2v_s"] == pytest.approx(1.6)
+    assert f["ttft_s"] == pytest.approx(0.25) and f["tpot_s"] == pytest.approx(0.1205)
+    assert f["tts_ttfa_s"] == pytest.approx(0.18) and f["reply_tokens"] == 5
+    assert f["preemptive"] == "hit" and f["wer"] == 0.0 and f["reply"] is True
+
+
+def test_a_turn_nothing_answered_has_no_figures_and_full_wer():
+    r = TurnRecord("noise", "hello there", speech_end_at_s=5.0, speech_end_stream_s=1.0)
+    r.events = [(4.0, "vad.speech_started", {"audio_ms": 100.0}), (5.5, "transcript.final", {"text": ""})]
+    f = turn_figures(r)
+    assert f["v2v_s"] is None and f["eou_s"] is None and f["ttft_s"] is None and f["reply"] is False
+    assert f["wer"] == 1.0
+
+
+def test_cutoff_is_a_turn_end_inside_the_pause():
+    r = TurnRecord("x+pause", "a b c d", pause_end_s=3.0)
+    r.events = [(1.0, "turn.end", {"audio_ms": 2500.0})]
+    assert is_cutoff(r) is True
+    r.events = [(1.0, "turn.end", {"audio_ms": 4200.0})]
+    assert is_cutoff(r) is False
+    r.events = []
+    assert is_cutoff(r) is False  # no end of turn at all: not cut off
+    assert is_cutoff(TurnRecord("plain", "a")) is None
+
+
+def test_player_plays_in_real_time_pauses_and_flushes():
+    p = Player()
+    p.start("r1", RATE, 0.0)
+    p.audio(audio(1.0)["bytes"], 0.0)
+    assert p.position(0.4) == pytest.approx(0.4)
+    p.pause(0.5)
+    assert p.position(2.0) == pytest.approx(0.5) and not p.playing(2.0)
+    p.resume(2.0)
+    assert p.position(2.25) == pytest.approx(0.75) and p.dry_at() == pytest.approx(2.5)
+    assert p.position(9.0) == pytest.approx(1.0) and not p.playing(9.0)  # ran dry: no more than received
+    p.audio(audio(0.5)["bytes"], 10.0)  # an underrun: playback restarts when audio arrives
+    assert p.position(10.2) == pytest.approx(1.2)
+    p.flush(10.3)
+    assert not p.playing(10.3) and p.position(11.0) == pytest.approx(1.3)
+
+
+def barge_log(stop_event: str | None) -> TurnRecord:
+    r = TurnRecord("q", "question", mode="bargein", barge_name="b", barge_speech_start_at_s=20.5)
+    r.events = [(20.0, "reply.audio.start", {"reply_id": "r1", "sample_rate": RATE}), (20.0, "audio", audio(1.0))]
+    if stop_event:
+        r.events.append((20.7, stop_event, {"reply_id": "r1"}))
+    return r
+
+
+@pytest.mark.parametrize(("stop_event", "stop_s"), [("reply.paused", 0.2), ("reply.interrupted", 0.2), (None, 0.5)])
+def test_bargein_stop_is_when_the_client_falls_silent(stop_event, stop_s):
+    b = bargein_figures(barge_log(stop_event))
+    assert b["bargein_stop_s"] == pytest.approx(stop_s)
+    assert b["interrupted"] is (stop_event == "reply.interrupted")
+
+
+def test_bargein_after_the_reply_ended_is_no_figure_and_a_silent_player_is_silent_at_once():
+    r = barge_log(None)
+    r.barge_speech_start_at_s = None
+    assert bargein_figures(r) is None
+    assert reply_silent_at(barge_log(None).events, 25.0) == 25.0  # played out by then
+
+
+def test_stats_and_capacity():
+    s = stats([0.1, None, 0.3, 0.2])
+    assert s["n"] == 3 and s["p50"] == pytest.approx(0.2) and s["max"] == pytest.approx(0.3)
+    assert stats([None])["p50"] is None
+    assert capacity({1: [0.4, 0.5], 2: [0.6, 0.9], 4: [1.5, 2.0]}) == 2
+    assert capacity({1: [1.2]}) == 0
+    assert capacity({1: [0.4, None]}) == 0  # a turn without a reply is infinitely late
+    assert capacity({1: [0.4], 2: [3.0], 4: [0.5]}) == 1  # counts above a failed one do not count
+
+
+def test_summarize_config_rates():
+    f = turn_figures(scripted_turn())
+    miss = dict(f, preemptive="miss", v2v_s=2.6)
+    out = summarize_config([f, miss, dict(f, preemptive="none", v2v_s=None)], [True, False, False, False],
+                           [{"bargein_stop_s": 0.25}, {"bargein_stop_s": 0.35}])
+    assert out["v2v_p50_s"] == pytest.approx(2.1) and out["turns"] == 3
+    assert out["false_cutoff_rate"] == 0.25 and out["bargein_stop_p50_s"] == pytest.approx(0.3)
+    assert out["preemptive_hit_rate"] == 0.5 and out["wer"] == 0.0
+    empty = summarize_config([], [], [])
+    assert empty["false_cutoff_rate"] is None and empty["preemptive_hit_rate"] is None and empty["v2v_p50_s"] is None
+
+
+def test_baseline_and_ablations_set_their_switches():
+    base = PipelineConfig()
+    known = variants(base)
+    baseline = apply(known["baseline"], base)
+    assert baseline.session.head_start is False and baseline.tts.first_clause is False
+    assert baseline.endpoint.silence_s + base.vad.speech_pad_s == pytest.approx(0.8)
+    assert apply(known["headstart"], base) == base
+    assert apply(known["no-first-clause"], base).tts.first_clause is False
+    for name, variant in known.items():
+        if not missing_switches(variant, base):
+            changed = apply(variant, base)
+            assert (changed == base) is (name == "headstart")
+
+
+def test_a_switch_this_checkout_lacks_makes_the_configuration_unavailable():
+    fake = Variant("no-magic", "x", (Switch("session", "magic_feature", False),))
+    assert missing_switches(fake) == ["session.magic_feature"]
+    with pytest.raises(ValueError, match="magic_feature"):
+        apply(fake, PipelineConfig())
+
+
+def test_input_dir_and_bad_options(tmp_path):
+    from headstart.audio import write_wav
+    from headstart.bench.conversation import load_user_turns
+    from headstart.bench.data import default_recording
+
+    rec = default_recording()
+    write_wav(tmp_path / "q.wav", rec.read(), 16_000)
+    (tmp_path / "transcripts.tsv").write_text("file\ttext\nq.wav\tgo forward ten meters\n")
+    turns = load_user_turns(str(tmp_path), None)
+    assert [t.name for t in turns] == ["q"] and turns[0].text == "go forward ten meters"
+    assert abs(turns[0].speech_end_s - rec.speech_end_s) < 0.3  # found by Silero, close to the index's
+    with pytest.raises(FileNotFoundError, match="transcripts.tsv"):
+        load_user_turns(str(tmp_path / "missing"), None)
+    assert load_user_turns(None, 2)[0].name == "goforward"
+
+    cmd = [sys.executable, "-m", "headstart", "bench", "conversation"]
+    bad = subprocess.run([*cmd, "--scenarios", "qa,dance"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "dance" in bad.stderr
+    bad = subprocess.run([*cmd, "--configs", "fastest"], capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "fastest" in bad.stderr
+
+
+@pytest.mark.slow
+def test_end_to_end_small_models(tmp_path):
+    """Two configurations, one turn each and one barge-in, over real websockets with the small models."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "headstart", "bench", "conversation", "--json", "--llm", "smollm2-135m",
+         "--tts", "espeak", "--configs", "baseline,headstart", "--scenarios", "qa,bargein", "--turns", "1",
+         "--bargein-items", "1", "--max-new-tokens", "12", "--out", str(out)],
+        capture_output=True, text=True, timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert set(result["configs"]) == {"baseline", "headstart"}
+    for name, c in result["configs"].items():
+        assert c["turns"] == 1 and c["replies"] == 1, (name, c)
+        assert 0.0 < c["v2v_p50_s"] < 60.0 and c["ttft_p50_s"] > 0.0
+        assert c["wer"] <= 0.25  # "go forward ten meters"
+        assert c["bargeins"] == 1 and c["bargein_stop_p50_s"] is not None and 0.0 <= c["bargein_stop_p50_s"] < 5.0
+    assert result["speedup_v2v_p50"] == pytest.approx(
+        result["configs"]["baseline"]["v2v_p50_s"] / result["configs"]["headstart"]["v2v_p50_s"], rel=1e-2)
+    assert result["effective"]["configs"]["baseline"]["session.head_start"] is False
+    for plot in result["plots"]:
+        data = Path(plot).read_bytes()
+        assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
+    records = json.loads(Path(result["records"]).read_text())
+    assert records["headstart"]["qa"][0]["events"]
+    assert not math.isnan(result["configs"]["headstart"]["v2v_p90_s"])
