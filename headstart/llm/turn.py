@@ -99,6 +99,11 @@ class PreemptiveReply:
         self.prompt_ids = tuple(int(t) for t in prompt_ids)
         self.held: list[int] = []
         self.finished = False  # the model ended the reply (or reached max_new_tokens)
+        self._decoder = decoder
+        self._max_new_tokens = max_new_tokens
+        self._sampling = sampling
+        self._generated: list[int] = []  # every token the generation yielded (held or adopted)
+        self._cache_mark: tuple[int, int] | None = None  # (revision, num_tokens) after the last step
         self._tokens = decoder.generate(self.prompt_ids, max_new_tokens, sampling)
 
     def step(self) -> bool:
@@ -107,11 +112,22 @@ class PreemptiveReply:
         if self.finished:
             return False
         try:
-            self.held.append(next(self._tokens))
+            token = next(self._tokens)
         except StopIteration:
             self.finished = True
             return False
+        self.held.append(token)
+        self._generated.append(token)
+        engine = self._decoder.engine
+        self._cache_mark = (engine.revision, engine.num_tokens)
         return True
+
+    @property
+    def cache_intact(self) -> bool:
+        """Whether the engine's KV cache is still the one this reply's last step left (nobody else
+        prefilled, cropped or reset it since)."""
+        engine = self._decoder.engine
+        return self._cache_mark is None or self._cache_mark == (engine.revision, engine.num_tokens)
 
     def matches(self, prompt_ids: Sequence[int]) -> bool:
         return tuple(prompt_ids) == self.prompt_ids
@@ -121,8 +137,18 @@ class PreemptiveReply:
         (same sampler, same cache): exactly what a fresh run on these prompt tokens would yield."""
         held, self.held = self.held, []
         yield from held
-        if not self.finished:
+        if self.finished:
+            return
+        if self.cache_intact:
             yield from self._tokens
+            return
+        # Between the held steps and the adoption other work used the cache (an EOU estimate, another
+        # session): the held tokens are still right, the suspended generation is not. Continue from
+        # prompt + generated tokens; the prefill keeps the longest common prefix of the cache.
+        self._tokens.close()
+        remaining = self._max_new_tokens - len(self._generated)
+        if remaining > 0:
+            yield from self._decoder.generate([*self.prompt_ids, *self._generated], remaining, self._sampling)
 
     def discard(self) -> int:
         """Stop and drop the reply; returns how many held tokens are wasted."""
@@ -193,6 +219,8 @@ class TurnState:
         reply = self.preemptive
         self.preemptive = None
         if reply is not None and reply.matches(prompt):
+            # adopt() checks the cache revision: a cache changed since the last held step is re-synced
+            # (never silently extended, never an LLMError mid-reply)
             self.stats.hits += 1
             return prompt, reply.adopt(), len(reply.held)
         if reply is not None:
