@@ -42,18 +42,24 @@ class Components:
         from headstart.tts.engines import load_synthesizer
         from headstart.voice.asr import WhisperASR
 
+        from headstart.llm.remote_config import is_remote_llm
+
         threads = config.threads
+        remote = is_remote_llm(config.llm.model)  # `--llm openai://HOST:PORT/MODEL`: an existing serving engine
         asr_path = resolve_model(config.asr.model)
-        llm_path = resolve_model(config.llm.model)
+        llm_path = None if remote else resolve_model(config.llm.model)
         log(f"loading ASR {config.asr.model}")
         asr = WhisperASR(asr_path, config.asr, cpu_threads=threads.asr_threads)
         asr.warmup()
-        log(f"loading LLM {config.llm.model}")
-        from transformers.utils import logging as hf_logging
+        if remote:
+            llm = _connect_remote_llm(config.llm.model, log)
+        else:
+            log(f"loading LLM {config.llm.model}")
+            from transformers.utils import logging as hf_logging
 
-        hf_logging.disable_progress_bar()  # our own "loading ..." lines say what happens
-        llm = LLMEngine.load(llm_path, config.llm, threads)
-        llm.warm_up()
+            hf_logging.disable_progress_bar()  # our own "loading ..." lines say what happens
+            llm = LLMEngine.load(llm_path, config.llm, threads)
+            llm.warm_up()
         log(f"loading TTS {config.tts.engine}")
         tts = load_synthesizer(config.tts, threads)
         return cls(config=config, asr=asr, llm=llm, tts=tts)
@@ -61,3 +67,24 @@ class Components:
     def close(self) -> None:
         for executor in (self.asr_executor, self.llm_executor, self.tts_executor):
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _connect_remote_llm(url: str, log: Callable[[str], None]):
+    """The remote LLM backend (headstart/llm/remote.py) for an `openai://...` address; the API key
+    comes from $HEADSTART_OPENAI_API_KEY or $OPENAI_API_KEY. An engine that does not answer yet is
+    only reported: sessions get an `error` event per failed reply until it does.
+
+    Raises:
+        ValueError: a malformed address.
+    """
+    import os
+
+    from headstart.llm.remote import RemoteLLM
+    from headstart.llm.remote_config import api_key_from_environ
+
+    llm = RemoteLLM.from_url(url, api_key=api_key_from_environ(os.environ))
+    log(f"LLM: remote engine {llm.endpoint.base_url} model {llm.endpoint.model!r}")
+    problem = llm.check()
+    if problem is not None:
+        log(f"warning: the LLM engine does not answer yet: {problem}")
+    return llm

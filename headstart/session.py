@@ -403,7 +403,8 @@ class Session:
             self.head_start.enabled and not self._closed
             and self.turns.agent is AgentState.LISTENING
             and (reply is None or reply.task is None or reply.task.done())
-            and getattr(self._components.llm, "render_prompt", None) is not None
+            and any(getattr(self._components.llm, name, None) is not None
+                    for name in ("render_prompt", "live_turn"))  # live_turn: a remote engine (llm/remote.py)
         )
 
     def _ensure_live(self):
@@ -413,7 +414,9 @@ class Session:
 
             c = self._components
             messages = self._messages()
-            self._live = LiveTurn(c.llm, messages, self._config.llm, c.llm_executor, clock=self._clock)
+            # a remote engine (headstart/llm/remote.py) opens its own LiveTurn-shaped turns
+            open_turn = getattr(c.llm, "live_turn", None) or (lambda *a, **k: LiveTurn(c.llm, *a, **k))
+            self._live = open_turn(messages, self._config.llm, c.llm_executor, clock=self._clock)
             self._live_messages = messages
         return self._live
 
@@ -645,7 +648,9 @@ class Session:
         reply.tts = tts
         audio_task = asyncio.create_task(self._pump_audio(reply, tts), name=f"session-audio-{reply.id}")
         if reply.stream is None:
-            reply.stream = ReplyStream(c.llm, self._messages(), self._config.llm, c.llm_executor, clock=self._clock)
+            # a remote engine (headstart/llm/remote.py) streams its own ReplyStream-shaped replies
+            open_reply = getattr(c.llm, "reply_stream", None) or (lambda *a, **k: ReplyStream(c.llm, *a, **k))
+            reply.stream = open_reply(self._messages(), self._config.llm, c.llm_executor, clock=self._clock)
         stream = reply.stream
         try:
             async for event in stream:
