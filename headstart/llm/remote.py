@@ -77,7 +77,7 @@ def _describe(exc: BaseException) -> tuple[str, bool, str]:
     if isinstance(exc, openai.APIConnectionError):
         cause = exc.__cause__ or exc
         return f"cannot reach the engine ({type(cause).__name__}: {cause})", True, "llm_unavailable"
-    # httpx2 transport errors raised while reading the stream (the connection dropped), OSError
+    # transport errors raised while reading the stream (the connection dropped), OSError
     return f"{type(exc).__name__}: {exc}", True, "llm_unavailable"
 
 
@@ -98,8 +98,8 @@ class RemoteLLM:
     Args:
         endpoint: where and what (`RemoteEndpoint`, e.g. from `parse_llm_url`).
         policy: timeouts and retries (`RetryPolicy`).
-        http_client_factory: `() -> httpx2.AsyncClient` (tests pass one with a fake transport);
-            None: the openai client's own.
+        http_client_factory: `() -> AsyncClient` of the HTTP library the installed `openai` uses
+            (tests pass one with a fake transport); None: the openai client's own.
     """
 
     def __init__(self, endpoint: RemoteEndpoint, policy: RetryPolicy | None = None, *,
@@ -125,13 +125,11 @@ class RemoteLLM:
         loop = asyncio.get_running_loop()
         client = self._clients.get(loop)
         if client is None:
-            import httpx2
             import openai
 
             p = self.policy
-            timeout = httpx2.Timeout(connect=p.connect_timeout_s,
-                                     read=max(p.first_token_timeout_s, p.stall_timeout_s) + 1.0,
-                                     write=p.connect_timeout_s + 5.0, pool=p.connect_timeout_s)
+            # a backstop only: the first-token and stall deadlines below are the real limits
+            timeout = max(p.first_token_timeout_s, p.stall_timeout_s, p.connect_timeout_s) + 1.0
             http_client = self._http_client_factory() if self._http_client_factory is not None else None
             client = openai.AsyncOpenAI(
                 api_key=self.endpoint.api_key or "none",  # the client insists on one; local engines ignore it
@@ -189,16 +187,19 @@ class RemoteLLM:
     def check(self, timeout_s: float = 3.0) -> str | None:
         """Whether the engine answers `GET {base_url}/models` (blocking; for start-up messages).
         Returns None when it does, else what went wrong."""
-        import httpx2
+        import urllib.error
+        import urllib.request
 
-        headers = {"Authorization": f"Bearer {self.endpoint.api_key}"} if self.endpoint.api_key else {}
+        request = urllib.request.Request(f"{self.endpoint.base_url}/models")
+        if self.endpoint.api_key:
+            request.add_header("Authorization", f"Bearer {self.endpoint.api_key}")
         try:
-            response = httpx2.get(f"{self.endpoint.base_url}/models", headers=headers, timeout=timeout_s)
-        except httpx2.HTTPError as exc:
+            with urllib.request.urlopen(request, timeout=timeout_s):  # noqa: S310 - http(s) only, by parse_llm_url
+                return None
+        except urllib.error.HTTPError as exc:
+            return f"{self.endpoint.base_url}/models answered HTTP {exc.code}"
+        except (OSError, ValueError) as exc:
             return f"cannot reach {self.endpoint.base_url} ({type(exc).__name__}: {exc})"
-        if response.status_code != 200:
-            return f"{self.endpoint.base_url}/models answered HTTP {response.status_code}"
-        return None
 
     def warm_up(self) -> None:
         """The local engine's start-up hook; a remote engine is already warm (no-op)."""
