@@ -77,6 +77,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="'auto' (fp32 on AVX2-only CPUs), 'float32', 'bfloat16'")
     parser.add_argument("--quantize", choices=["int8"], default=None,
                         help="dynamic int8 Linear layers (LLMConfig.quantize; float32 CPU only)")
+    parser.add_argument("--draft-quantize", choices=["int8", "none"], default="none",
+                        help="quantise only the draft model (LLMConfig.draft_quantize); output stays exact")
     parser.add_argument("--decode-tokens", type=int, default=48, help="tokens per decode measurement")
     parser.add_argument("--repeats", type=int, default=3, help="TTFT repeats (median)")
     parser.add_argument("--speculate-k", type=int, default=None, help="draft length k (default: 4 lookup, 3 model)")
@@ -220,10 +222,15 @@ def run_from_args(args: argparse.Namespace) -> int:
     draft_name = args.draft if args.draft is not None else DRAFTS.get(args.model)
     if draft_name == "none":
         draft_name = None
+    from transformers.utils import logging as hf_logging
+
+    hf_logging.disable_progress_bar()  # "loading ..." lines say what happens
     try:
         log(f"loading {args.model}")
         engine = LLMEngine.from_config(config, threads)
-        draft = LLMEngine.from_config(replace(config, model=draft_name), threads) if draft_name else None
+        draft_quantize = None if args.draft_quantize == "none" else args.draft_quantize
+        draft = (LLMEngine.from_config(replace(config, model=draft_name, quantize=draft_quantize), threads)
+                 if draft_name else None)
     except (ModelError, FileNotFoundError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
@@ -250,6 +257,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     result = {
         "model": args.model,
         "draft_model": draft_name,
+        "draft_quantize": args.draft_quantize if draft_name else None,
         "threads": args.threads,
         "dtype": str(engine.model.dtype).removeprefix("torch."),
         "quantize": args.quantize,

@@ -322,7 +322,8 @@ class Decoder:
 
 def build_decoder(engine: LLMEngine, config: LLMConfig, threads: ThreadPlan) -> Decoder:
     """The decoder `config.speculative` asks for: "none" (plain), "prompt_lookup", or "draft_model"
-    (loads `config.draft_model` with the same dtype and device; never downloads). ValueError for an
+    (loads `config.draft_model` with the same dtype and device, quantised as `config.draft_quantize`;
+    never downloads). ValueError for an
     unknown method, a missing draft model name or a draft model with another tokenizer."""
     from dataclasses import replace
 
@@ -334,6 +335,8 @@ def build_decoder(engine: LLMEngine, config: LLMConfig, threads: ThreadPlan) -> 
     if method == "draft_model":
         if not config.draft_model:
             raise ValueError('speculative="draft_model" needs LLMConfig.draft_model (e.g. "qwen2.5-coder-0.5b")')
-        draft = LLMEngine.from_config(replace(config, model=config.draft_model), threads)
+        draft = LLMEngine.from_config(
+            replace(config, model=config.draft_model, quantize=config.draft_quantize), threads
+        )
         return Decoder(engine, DraftModelDrafter(draft, engine), config.speculate_k)
     raise ValueError(f'unknown speculative method {method!r}: use "none", "prompt_lookup" or "draft_model"')
