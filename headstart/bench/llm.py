@@ -69,6 +69,9 @@ DECODE_PROMPTS = [
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from headstart.bench import llm_remote
+
+    llm_remote.add_arguments(parser)  # --llm openai://HOST:PORT/MODEL: a remote engine (bench/llm_remote.py)
     parser.add_argument("--model", default=LLMConfig().model, help="LLM preset, folder or prepared hub id")
     parser.add_argument("--draft", default=None,
                         help="draft model for speculative decoding (default: the known pair's draft, if any; "
@@ -206,6 +209,10 @@ def _quality(engine, config) -> dict:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    if getattr(args, "llm", None):
+        from headstart.bench import llm_remote
+
+        return llm_remote.run_from_args(args)
     from headstart.llm.engine import LLMEngine
     from headstart.llm.speculative import Decoder, DraftingPolicy, DraftModelDrafter, PromptLookupDrafter
     from headstart.models import ModelError
