@@ -300,6 +300,26 @@ def resolve_model(name_or_path: str) -> Path:
     raise ModelError(f"unknown model {name_or_path!r}: not a preset ({known}), an existing path, or a hub id")
 
 
+def gguf_path(name_or_path: str) -> Path:
+    """The GGUF file of a GGUF LLM preset (kept as `model.gguf` beside its converted folder), or a
+    `.gguf` file / a folder holding `model.gguf`, for engines that load GGUF themselves (llama.cpp's
+    server: docs/remote.md). Never downloads.
+
+    Raises:
+        ModelNotPreparedError: the preset is not prepared (the message names the prepare command).
+        ModelError: the name is not a GGUF preset and the path holds no GGUF file.
+    """
+    preset = PRESETS.get(name_or_path)
+    if preset is not None and preset.kind != "gguf":
+        raise ModelError(f"{name_or_path!r} is not a GGUF language model")
+    path = resolve_model(name_or_path)
+    if path.is_dir():
+        path = path / "model.gguf"
+    if path.suffix != ".gguf" or not path.is_file():
+        raise ModelError(f"no GGUF file at {path}")
+    return path
+
+
 def _hub_snapshot(repo_id: str, *, download: bool) -> Path:
     """Find (or, with download=True, fetch with short timeouts) a hub snapshot."""
     try:
