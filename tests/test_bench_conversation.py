@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from headstart.bench.conversation_client import Player, TurnRecord
@@ -168,7 +169,7 @@ def test_a_switch_this_checkout_lacks_makes_the_configuration_unavailable():
 
 def test_input_dir_and_bad_options(tmp_path):
     from headstart.audio import write_wav
-    from headstart.bench.conversation import load_user_turns
+    from headstart.bench.conversation_data import load_user_turns
     from headstart.bench.data import default_recording
 
     rec = default_recording()
@@ -215,3 +216,36 @@ def test_end_to_end_small_models(tmp_path):
     records = json.loads(Path(result["records"]).read_text())
     assert records["headstart"]["qa"][0]["events"]
     assert not math.isnan(result["configs"]["headstart"]["v2v_p90_s"])
+
+
+def test_synthetic_questions_have_true_speech_bounds_and_room_noise():
+    from headstart.bench.conversation_data import LEAD_S, interleave, synthetic_turns
+    from headstart.config import ThreadPlan, TTSConfig
+    from headstart.tts.engines import load_synthesizer
+
+    voice = load_synthesizer(TTSConfig(engine="espeak"), ThreadPlan())
+    turns = synthetic_turns(voice, ["Why is the sky blue?", "How long should I boil an egg?"], noise_rms=1e-3)
+    for t in turns:
+        assert t.synthetic and t.audio.dtype == np.float32
+        assert LEAD_S <= t.speech_start_s < t.speech_end_s <= t.audio.shape[0] / 16_000
+        assert 0.5 < t.speech_end_s - t.speech_start_s < 4.0
+        lead = t.audio[: int(LEAD_S * 16_000)]
+        assert 5e-4 < float(np.sqrt(np.mean(lead**2))) < 2e-3  # room noise, not digital zero
+        tail = t.audio[int(t.speech_end_s * 16_000) + 160 :]
+        assert float(np.abs(tail).max(initial=0.0)) < 0.01 + 6e-3  # nothing loud after the true end
+    mixed = interleave(turns[:1] * 3, turns[1:])
+    assert [t.synthetic for t in mixed] == [True] * 4 and mixed[1] is turns[1]
+
+
+class _Silent:
+    sample_rate = 16_000
+
+    def synthesize(self, text):
+        yield np.zeros(1600, np.float32)
+
+
+def test_a_silent_synthesiser_is_a_clear_error():
+    from headstart.bench.conversation_data import synthetic_turns
+
+    with pytest.raises(ValueError, match="no speech"):
+        synthetic_turns(_Silent(), ["hello"], noise_rms=1e-3)

@@ -10,8 +10,11 @@ played on a real-time player model that reports `playback.position`. Every event
 client clock; voice-to-voice runs from the recording's true end of speech (`speech_end_s` of the
 bench data) to the first reply audio byte received. Figures: headstart/bench/conversation_metrics.py.
 
+Turns: the packaged real recordings (or `--input-dir`), interleaved with everyday questions spoken by
+a TTS voice (`--synthetic espeak`, labelled synthetic in the records; `--synthetic none` leaves them out).
+
 Scenarios (`--scenarios`):
-  qa          one fresh session per recording (`--turns N` recordings)
+  qa          one fresh session per turn (`--turns N` turns)
   history     the same recordings as turns of one session (the prompt grows with the history)
   pauses      the pause set of `headstart bench asr` (a 0.6-1.5 s pause at the word gap nearest the
               middle; room noise or digital zero): false cut-off rate
@@ -43,10 +46,16 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from headstart.bench.conversation_client import SR, TurnRecord, UserTurn, run_session
+from headstart.bench.conversation_client import TurnRecord, UserTurn, run_session
 from headstart.bench.conversation_configs import DEFAULT_CONFIGS, apply, effective, missing_switches, variants
+from headstart.bench.conversation_data import (
+    EVERYDAY_QUESTIONS,
+    interleave,
+    load_user_turns,
+    pause_turns,
+    room_rms,
+    synthetic_turns,
+)
 from headstart.bench.conversation_metrics import (
     TABLE_METRICS,
     V2V_CAPACITY_P90_S,
@@ -61,9 +70,6 @@ from headstart.bench.conversation_metrics import (
 
 SCENARIOS = ("qa", "history", "pauses", "bargein", "concurrent")
 DEFAULT_SCENARIOS = ("qa", "pauses", "bargein")
-# Packaged recordings asked first (requests and questions a user might say; then the rest in index order).
-PREFERRED = ("goforward", "vm-changeto", "librivox-0880", "tt-somethingwrong", "cards_005", "demo-nomatch",
-             "ss-noservice", "librivox-0930")
 BARGE_IN_RECORDING = "tt-somethingwrong"  # "Something is terribly wrong": clear words to talk over a reply
 TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, "bargein_stop_p50_s": 0.3}
 
@@ -86,6 +92,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="configurations run in the concurrent scenario (default headstart)")
     parser.add_argument("--input-dir", default=None, help="your recordings: WAVs + transcripts.tsv "
                         "(header, then file<TAB>text, paths relative to DIR); default: the packaged bench data")
+    parser.add_argument("--synthetic", default="espeak", help="TTS engine that speaks everyday questions, "
+                        "interleaved with the recordings and labelled synthetic ('none': recordings only; "
+                        "default espeak, a voice unlike the reply's)")
     parser.add_argument("--server", default=None, help="drive a running server (ws://host:port/ws) instead of "
                         "starting one; its configuration is its own (reported as 'server')")
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
@@ -97,53 +106,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
     parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a turn's reply")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths and the noise")
-
-
-# -- data ----------------------------------------------------------------------------------------------
-
-
-def load_user_turns(input_dir: str | None, limit: int | None) -> list[UserTurn]:
-    """The recordings as UserTurns, preferred ones first (packaged set) or in transcripts.tsv order.
-
-    Raises:
-        FileNotFoundError, ValueError: as `headstart.bench.asr.load_items` (missing index or file, bad header).
-    """
-    from headstart.bench.asr import load_items
-
-    items = load_items(input_dir)
-    if input_dir is None:
-        rank = {name: i for i, name in enumerate(PREFERRED)}
-        items = sorted(items, key=lambda it: rank.get(it.name, len(rank)))
-    if limit:
-        items = items[:limit]
-    return [UserTurn(it.name, it.audio, it.speech_start_s, it.speech_end_s, it.text) for it in items]
-
-
-def room_rms(turn: UserTurn) -> float:
-    """RMS of the recording's leading non-speech (at least -70 dBFS): the level of the noise sent
-    between and after the recordings."""
-    lead = turn.audio[: max(int(turn.speech_start_s * SR) - 800, 0)]
-    rms = float(np.sqrt(np.mean(lead.astype(np.float64) ** 2))) if lead.size >= 800 else 0.0
-    return max(rms, 10 ** (-70 / 20))
-
-
-def pause_turns(turns: list[UserTurn], asr: Any, count: int, seed: int) -> list[UserTurn]:
-    """The pause set of `headstart bench asr` (reusing its builder) as UserTurns, alternating room
-    noise and digital zero, at most `count`."""
-    from headstart.bench.asr import Item, pause_set
-
-    if count <= 0:
-        return []
-    items = [Item(t.name, t.text, t.audio, t.speech_end_s, t.speech_start_s) for t in turns]
-    out = []
-    for p in pause_set(items, asr, seed):
-        pause_s = p.pause_end_s - p.pause_start_s
-        end_s = p.item.speech_end_s + pause_s
-        out.append(UserTurn(f"{p.item.name}+pause{pause_s:.1f}s-{p.kind}", p.audio, p.item.speech_start_s, end_s,
-                            p.item.text, pause=(p.pause_start_s, p.pause_end_s)))
-        if len(out) >= count:
-            break
-    return out
 
 
 # -- the in-process server --------------------------------------------------------------------------
@@ -255,7 +217,7 @@ async def run_config(name: str, url: str, components: Any, turns: list[UserTurn]
             for r in records:
                 log(f"  {name} pause {r.name}: {'CUT OFF' if is_cutoff(r) else 'ok'}")
     if "bargein" in scenarios and barge is not None:
-        candidates = [t for t in turns if t.name != barge.name][: args.bargein_items]
+        candidates = [t for t in turns if t.name != barge.name and not t.synthetic][: args.bargein_items]
         for n, turn in enumerate(candidates):
             records = await session([(turn, "bargein", barge)], 300 + n)
             run.bargein += records
@@ -399,6 +361,17 @@ def run(args: argparse.Namespace, log=print) -> dict:
     for n, missing in unavailable.items():
         log(f"configuration {n}: unavailable, this checkout has no {', '.join(missing)}")
 
+    if args.synthetic != "none":
+        from headstart.config import TTSConfig
+        from headstart.tts.engines import load_synthesizer
+
+        voice = load_synthesizer(dataclasses.replace(TTSConfig(), engine=args.synthetic), base.threads)
+        try:
+            turns = interleave(turns, synthetic_turns(voice, EVERYDAY_QUESTIONS, room_rms(turns[0]), args.seed))
+        finally:
+            close = getattr(voice, "close", None)
+            if close is not None:
+                close()
     barge = next((t for t in turns if t.name == BARGE_IN_RECORDING), None)
     if barge is None and len(turns) > 1:
         barge = turns[-1]
@@ -461,6 +434,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
                                  "vad": base.vad.engine}, "configs": effective_configs,
                       "server": args.server or "in-process (loopback)", "pace": "realtime",
                       "turn_recordings": [t.name for t in turns[: args.turns]],
+                      "synthetic_voice": None if args.synthetic == "none" else args.synthetic,
                       "barge_in_recording": barge.name if barge else None},
         "targets": TARGETS,
         "notes": notes,

@@ -35,7 +35,7 @@ def plot_waterfall(figures: dict[str, list[dict]], path: str | Path, max_rows: i
     """
     plt = _pyplot()
     rows = [(name, f) for name, figs in figures.items() for f in figs][:max_rows]
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.32 * max(len(rows), 1)))
+    fig, ax = plt.subplots(figsize=(11, 1.8 + 0.32 * max(len(rows), 1)))
     labels = []
     for y, (name, f) in enumerate(rows):
         labels.append(f"{name} · {f['name']}")
@@ -60,7 +60,8 @@ def plot_waterfall(figures: dict[str, list[dict]], path: str | Path, max_rows: i
     ax.set_xlabel("seconds after the true end of the user's speech (client clock)")
     ax.set_title("Where each turn's voice-to-voice time goes")
     if rows:
-        ax.legend(loc="lower right", fontsize=7)
+        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.9 / max(len(rows), 3) - 0.12), ncol=5, fontsize=7,
+                  frameon=False)
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=110)
@@ -84,9 +85,9 @@ def plot_v2v_distribution(figures: dict[str, list[dict]], path: str | Path) -> P
     ax.axhline(0.5, color="#d62728", linestyle="--", linewidth=1, label="target p50 0.5 s")
     ax.axhline(0.2, color="#2ca02c", linestyle=":", linewidth=1, label="~0.2 s human gap")
     ax.set_xticks(positions, names, rotation=20, ha="right", fontsize=8)
-    ax.set_ylabel("voice-to-voice (s): true end of speech → first reply audio byte")
+    ax.set_ylabel("voice-to-voice (s)")
     ax.set_ylim(bottom=0)
-    ax.set_title("Voice-to-voice latency per configuration")
+    ax.set_title("Voice-to-voice per configuration: true end of speech → first reply audio byte", fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)

@@ -1,0 +1,109 @@
+"""The user turns `headstart bench conversation` sends: the packaged real recordings (or `--input-dir`),
+everyday questions spoken by a TTS voice (labelled synthetic), and the mid-sentence pause set.
+
+Every turn carries its true speech bounds: the bench data's index for the packaged recordings, Silero
+for an `--input-dir` (as `headstart bench asr` does), and the synthesiser's own output for the
+synthetic questions (first and last sample above -40 dBFS).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from headstart.bench.conversation_client import SR, UserTurn
+
+# Packaged recordings asked first (requests and questions a user might say; then the rest in index order).
+PREFERRED = ("goforward", "vm-changeto", "librivox-0880", "tt-somethingwrong", "cards_005", "demo-nomatch",
+             "ss-noservice", "librivox-0930")
+EVERYDAY_QUESTIONS = (
+    "What's a good name for a black cat?",
+    "How long should I boil an egg?",
+    "Can you suggest something quick for dinner tonight?",
+    "Why is the sky blue?",
+    "What should I pack for a weekend in the mountains?",
+    "How do I say thank you in Spanish?",
+    "Tell me a fun fact about octopuses.",
+    "What time zone is Tokyo in?",
+)
+LEAD_S = 0.5  # room noise before a synthetic question
+SPEECH_DBFS = -40.0
+
+
+def load_user_turns(input_dir: str | None, limit: int | None) -> list[UserTurn]:
+    """The recordings as UserTurns, preferred ones first (packaged set) or in transcripts.tsv order.
+
+    Raises:
+        FileNotFoundError, ValueError: as `headstart.bench.asr.load_items` (missing index or file, bad header).
+    """
+    from headstart.bench.asr import load_items
+
+    items = load_items(input_dir)
+    if input_dir is None:
+        rank = {name: i for i, name in enumerate(PREFERRED)}
+        items = sorted(items, key=lambda it: rank.get(it.name, len(rank)))
+    if limit:
+        items = items[:limit]
+    return [UserTurn(it.name, it.audio, it.speech_start_s, it.speech_end_s, it.text) for it in items]
+
+
+def room_rms(turn: UserTurn) -> float:
+    """RMS of the recording's leading non-speech (at least -70 dBFS): the level of the noise sent
+    between and after the recordings."""
+    lead = turn.audio[: max(int(turn.speech_start_s * SR) - 800, 0)]
+    rms = float(np.sqrt(np.mean(lead.astype(np.float64) ** 2))) if lead.size >= 800 else 0.0
+    return max(rms, 10 ** (-70 / 20))
+
+
+def synthetic_turns(synthesizer: Any, questions: tuple[str, ...] | list[str], noise_rms: float,
+                    seed: int = 0) -> list[UserTurn]:
+    """Speak each question with `synthesizer` (a headstart.tts Synthesizer), resample to 16 kHz, put
+    `LEAD_S` of room noise before it and room noise under it; speech bounds from the clean audio.
+
+    Raises:
+        ValueError: the synthesiser produced no audible speech for a question.
+    """
+    from headstart.audio import resample
+
+    rng = np.random.default_rng(seed)
+    out = []
+    for n, text in enumerate(questions):
+        parts = [np.asarray(a, dtype=np.float32) for a in synthesizer.synthesize(text)]
+        speech = resample(np.concatenate(parts), synthesizer.sample_rate, SR) if parts else np.zeros(0, np.float32)
+        loud = np.nonzero(np.abs(speech) >= 10 ** (SPEECH_DBFS / 20))[0]
+        if loud.size == 0:
+            raise ValueError(f"the synthesiser produced no speech for {text!r}")
+        lead = int(LEAD_S * SR)
+        audio = np.concatenate([np.zeros(lead, np.float32), speech])
+        audio = audio + (rng.standard_normal(audio.shape[0]) * noise_rms).astype(np.float32)
+        out.append(UserTurn(f"synthetic-{n + 1}", audio.astype(np.float32), (lead + loud[0]) / SR,
+                            (lead + loud[-1] + 1) / SR, text, synthetic=True))
+    return out
+
+
+def interleave(real: list[UserTurn], synthetic: list[UserTurn]) -> list[UserTurn]:
+    """real, synthetic, real, synthetic, ... then the rest of the longer list."""
+    out = []
+    for i in range(max(len(real), len(synthetic))):
+        out += [t[i] for t in (real, synthetic) if i < len(t)]
+    return out
+
+
+def pause_turns(turns: list[UserTurn], asr: Any, count: int, seed: int) -> list[UserTurn]:
+    """The pause set of `headstart bench asr` (reusing its builder: a 0.6-1.5 s pause at the word gap
+    nearest the middle, room noise or digital zero) as UserTurns, at most `count`; real recordings only."""
+    from headstart.bench.asr import Item, pause_set
+
+    if count <= 0:
+        return []
+    items = [Item(t.name, t.text, t.audio, t.speech_end_s, t.speech_start_s) for t in turns if not t.synthetic]
+    out = []
+    for p in pause_set(items, asr, seed):
+        pause_s = p.pause_end_s - p.pause_start_s
+        end_s = p.item.speech_end_s + pause_s
+        out.append(UserTurn(f"{p.item.name}+pause{pause_s:.1f}s-{p.kind}", p.audio, p.item.speech_start_s, end_s,
+                            p.item.text, pause=(p.pause_start_s, p.pause_end_s)))
+        if len(out) >= count:
+            break
+    return out
