@@ -212,6 +212,22 @@ class Listener:
             await self._eou_task
         self._queue.put_nowait(_END)
 
+    async def commit(self) -> None:
+        """End the utterance in progress now (push-to-talk released): close open speech at the current
+        position, decide its end of turn here (no silence to wait for) and wait for its final pass.
+        Unlike `end_input` the stream goes on: later audio continues the same timeline (`audio_s`
+        keeps counting) and starts a new utterance. A no-op when nothing is open."""
+        if self._ended or self._failed is not None:
+            return
+        for event in self._vad.flush():
+            self._on_vad(event)
+        end_of_turn = self._endpointer.flush(self._position_s)
+        if end_of_turn is not None:
+            self._on_end_of_turn(end_of_turn)
+        self._schedule()
+        while self._task is not None and any(u.final_text is None for u in self._utterances):
+            await self._task  # it never raises: failures go to the queue
+
     def set_eou_probability(self, probability: float | None) -> None:
         """Push an end-of-utterance probability for the current turn's latest text into the
         endpointer (for a session that scores partials itself); may end the turn at once."""
