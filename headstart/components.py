@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,6 +30,38 @@ class Components:
     tts_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="tts")
     )
+    # LLM priority across sessions (see headstart/session.py): confirmed replies requested but not yet
+    # started on the llm thread (EOU estimates queued before them give way), and the live sessions (a
+    # confirmed reply drops the other sessions' held replies).
+    confirmed_waiting: set = field(default_factory=set)
+    sessions: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    _eou_models: dict = field(default_factory=dict, repr=False)
+    _eou_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    @property
+    def confirmed_pending(self) -> bool:
+        """Whether a confirmed reply waits for the llm thread (safe to read from any thread)."""
+        return any(r.task is None or not r.task.done() for r in tuple(self.confirmed_waiting))
+
+    def eou_model(self, kind: str):
+        """The end-of-utterance model `SessionConfig.eou` names, made once per process, or None where
+        it does not apply (kind "none", an LLM backend without a local KV cache, no trained head).
+
+        It has `probability(messages_before, text) -> float` in [0, 1] (the user's turn is complete
+        after `text`), synchronous: call it on `llm_executor` only, since it uses the chat engine's
+        KV cache (the prefix the session's incremental prefill holds is reused).
+        "llm": headstart/llm/eou.py (the chat model's end-of-turn token); "head": the trained head
+        for this model (headstart/llm/eou_head.py, `EOUHead.load`), None when it has none.
+
+        Raises:
+            ValueError: an unknown kind.
+        """
+        if kind not in ("llm", "head", "none"):
+            raise ValueError(f"unknown EOU model {kind!r}: expected 'llm', 'head' or 'none'")
+        with self._eou_lock:
+            if kind not in self._eou_models:
+                self._eou_models[kind] = _make_eou_model(kind, self.llm, self.config.llm.model)
+            return self._eou_models[kind]
 
     @classmethod
     def load(cls, config: PipelineConfig, log: Callable[[str], None] = lambda _: None) -> Components:
@@ -88,3 +122,22 @@ def _connect_remote_llm(url: str, log: Callable[[str], None]):
     if problem is not None:
         log(f"warning: the LLM engine does not answer yet: {problem}")
     return llm
+
+
+def _make_eou_model(kind: str, engine: object, model: str):
+    # only a local engine with a chat template and a KV cache (headstart/llm/engine.py) can be asked
+    if kind == "none" or not all(hasattr(engine, a) for a in ("render_prompt", "prefill", "eos_token_ids")):
+        return None
+    if kind == "head":
+        try:
+            from headstart.llm.eou_head import EOUHead
+
+            return EOUHead.load(engine, model)
+        except (ImportError, FileNotFoundError, ValueError):
+            return None  # no head for this model: no EOU signal (punctuation rule, fixed silence)
+    from headstart.llm.eou import EOUEstimator
+
+    try:
+        return EOUEstimator(engine)
+    except ValueError:  # the chat template has no end-of-turn token after a user message
+        return None

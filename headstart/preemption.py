@@ -12,7 +12,7 @@ session executes the returned decisions (no I/O here).
 
 When to preempt: once the user has stopped speaking (the VAD's speech end: no new words can come, so
 the text is as stable as it gets before the final pass) and the text *reads complete* (see
-`reads_complete`): its EOU probability is at least `SessionConfig.preempt_eou_threshold` when one is
+`reads_complete`): its EOU probability is at least `preempt_threshold(...)` when one is
 known for exactly this text, else (the simple rule, used while no EOU signal is wired) it ends with
 sentence punctuation. The final transcript is checked again: a different text drops the held reply and,
 if it reads complete, starts one on the final text. A held reply is released only when the end of turn's
@@ -22,11 +22,12 @@ reply is never spoken.
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass
 
 from headstart.clock import Clock
-from headstart.config import SessionConfig
+from headstart.config import EndpointConfig, SessionConfig
 
 _SENTENCE_END = (".", "?", "!", "…")
 _SPACE = re.compile(r"\s+")
@@ -69,6 +70,15 @@ class HeadStartStats:
     wasted_tokens: int = 0
 
 
+def preempt_threshold(config: SessionConfig, endpoint: EndpointConfig) -> float:
+    """The EOU probability from which a held reply starts: `config.preempt_eou_threshold`, or (None) a
+    quarter of the way from `endpoint.eou_low` to `endpoint.eou_high` on a log scale."""
+    if config.preempt_eou_threshold is not None:
+        return float(config.preempt_eou_threshold)
+    low, high = max(endpoint.eou_low, 1e-12), max(endpoint.eou_high, 1e-12)
+    return math.exp(math.log(low) + 0.25 * (math.log(high) - math.log(low)))
+
+
 def same_text(a: str, b: str) -> bool:
     """Equal but for whitespace (a partial joins committed and pending text with a space)."""
     return _SPACE.sub("", a) == _SPACE.sub("", b)
@@ -81,6 +91,7 @@ class PreemptionPolicy:
         clock: the time source (FakeClock in tests).
         config: `SessionConfig` (`head_start=False` or `preemptive=False`: no method ever returns a
             `Preempt`, so nothing is held and nothing is released).
+        endpoint: the endpointer's `EndpointConfig` (its EOU scale sets the default threshold).
 
     Attributes:
         held_text: the text the held reply is conditioned on (None: nothing held).
@@ -88,9 +99,11 @@ class PreemptionPolicy:
         stats: counters over the session.
     """
 
-    def __init__(self, clock: Clock, config: SessionConfig | None = None) -> None:
+    def __init__(self, clock: Clock, config: SessionConfig | None = None,
+                 endpoint: EndpointConfig | None = None) -> None:
         self._clock = clock
         self.config = config or SessionConfig()
+        self.eou_threshold = preempt_threshold(self.config, endpoint or EndpointConfig())
         self.stats = HeadStartStats()
         self.held_text: str | None = None
         self._held_at_s = 0.0
@@ -98,6 +111,11 @@ class PreemptionPolicy:
         self._speaking = False
         self._eou: tuple[str, float] | None = None
         self.outcome = "none"
+
+    @property
+    def latest_text(self) -> str:
+        """The newest text of the user's turn (partial or final; "" between turns)."""
+        return self._latest
 
     @property
     def enabled(self) -> bool:
@@ -121,7 +139,7 @@ class PreemptionPolicy:
         if len(text.split()) < max(1, self.config.preempt_min_words):
             return False
         if self._eou is not None and same_text(self._eou[0], text):
-            return self._eou[1] >= self.config.preempt_eou_threshold
+            return self._eou[1] >= self.eou_threshold
         return text.endswith(_SENTENCE_END)
 
     # -- events ---------------------------------------------------------------------------------------

@@ -9,7 +9,9 @@ Client -> server
         {"type": "input.clear"}           drop the user audio of the turn in progress
         {"type": "playback.position", "reply_id": "r1", "position_ms": 1234.5}
                                           how much of reply r1's audio the client has played
-        {"type": "reply.interrupt"}       stop the current reply (a stop button)
+        {"type": "reply.interrupt"}       stop the current reply (a stop button); with "reply_id" only
+                                          that reply: a stale or unknown id interrupts nothing and gets
+                                          an `error` event with code "stale_reply"
         {"type": "session.reset"}         forget the conversation (history) and any turn in progress
         {"type": "session.end"}           the server closes the connection (1000)
 

@@ -113,6 +113,7 @@ class Reply:
     hypothesis: str = ""  # the user text a held reply is conditioned on
     messages: list[dict[str, str]] | None = None  # the chat before that user text, at its start
     released_at_s: float | None = None
+    llm_pending: bool = False  # counted in Components.confirmed_pending until its LLM work starts
 
     @property
     def num_generated_tokens(self) -> int:

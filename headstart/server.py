@@ -300,7 +300,9 @@ class _Connection:
         elif kind == "playback.position":
             session.playback_position(message.get("reply_id"), message.get("position_ms") / 1000.0)
         elif kind == "reply.interrupt":
-            await session.interrupt("client")
+            reply_id = message.get("reply_id")
+            if not await session.interrupt("client", reply_id) and reply_id is not None:
+                await self._error("stale_reply", f"reply {reply_id!r} is not in progress; nothing was interrupted")
         elif kind == "session.reset":
             await session.reset()
         return False
@@ -429,6 +431,12 @@ def head_start_metrics(t) -> dict:
         "preemptive_hits": extra.get("preemptive_hits", 0),
         "preemptive_misses": extra.get("preemptive_misses", 0),
         "preemptive_wasted_tokens": extra.get("preemptive_wasted_tokens", 0),
+        # the EOU signal: the probability the end of turn was decided on (1.0: none known), and the
+        # session's running count of estimates computed / skipped (user speaking, stale, priority)
+        "eou_probability": extra.get("eou_probability"),
+        "eou_computed": extra.get("eou_computed", 0),
+        "eou_skipped": extra.get("eou_skipped", 0),
+        "eou_compute_ms": ms(extra.get("eou_compute_s", 0.0)),
     }
     if "preemptive_lead_s" in extra:
         out.update(preemptive_lead_ms=ms(extra["preemptive_lead_s"]), held_tokens=extra.get("held_tokens", 0),

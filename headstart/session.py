@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from dataclasses import dataclass
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, resample, to_mono_float32
@@ -50,7 +51,7 @@ from headstart.events import (
     SpeechStarted,
     TokenDelta,
 )
-from headstart.preemption import CancelHeld, Decision, PreemptionPolicy, Preempt, Release
+from headstart.preemption import CancelHeld, Decision, PreemptionPolicy, Preempt, Release, same_text
 from headstart.reply import (
     Reply,
     ReplyAudio,
@@ -88,6 +89,7 @@ __all__ = [
 # -- the session --------------------------------------------------------------------------------------
 
 _END = object()
+_FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionConfig.eou names
 _reply_ids = itertools.count(1)
 
 
@@ -105,10 +107,14 @@ class Session:
         realtime_playback: the consumer plays reply audio in real time as it arrives (the server's
             clients): the agent speaks until then. False (the demo writes a file): audio counts as
             played once it has left.
-        eou_scorer: optional `async (text) -> probability in [0, 1] or None` that the user's turn is
-            complete after `text` (e.g. headstart/llm/eou.py on the "llm" executor). The listener's
-            endpointer adapts its silence to it and the head start preempts on it; without one the
-            head start uses the punctuation rule (`PreemptionPolicy.reads_complete`).
+        eou_scorer: `async (text) -> probability in [0, 1] or None` that the user's turn is complete
+            after `text`. Default: the model `SessionConfig.eou` names (`Components.eou_model`: the
+            chat LLM's end-of-turn token, headstart/llm/eou.py, or a trained head), run on the "llm"
+            executor on the engine's KV cache (it reuses the prefix the incremental prefill holds),
+            only while the user is silent, and giving way to confirmed replies (see `_llm_eou`).
+            None: no EOU signal. The listener's endpointer adapts its silence to it and the head start
+            preempts on it; without one the head start uses the punctuation rule
+            (`PreemptionPolicy.reads_complete`).
     """
 
     def __init__(
@@ -120,7 +126,7 @@ class Session:
         audio_frame_s: float | None = None,
         echo: EchoDetector | None | bool = True,
         realtime_playback: bool = False,
-        eou_scorer=None,
+        eou_scorer=_FROM_CONFIG,
     ) -> None:
         self._components = components
         self._config = components.config
@@ -129,8 +135,19 @@ class Session:
         self._frame_s = audio_frame_s
         self._echo = EchoDetector() if echo is True else (echo or None)
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
+        self._eou_model = None
+        if eou_scorer is _FROM_CONFIG:
+            eou_model = getattr(components, "eou_model", None)
+            self._eou_model = eou_model(self._config.session.eou) if eou_model is not None else None
+            eou_scorer = self._llm_eou if self._eou_model is not None else None
         self._eou_scorer = eou_scorer
-        self.head_start = PreemptionPolicy(self._clock, self._config.session)
+        self._eou_cache: dict[str, asyncio.Future] = {}  # this utterance's EOU estimates by text
+        self._eou_epoch = 0  # bumped at speech start and end of turn: queued estimates go stale
+        self.eou_stats = {"computed": 0, "skipped": 0, "compute_s": 0.0}
+        sessions = getattr(components, "sessions", None)
+        if sessions is not None:
+            sessions.add(self)
+        self.head_start = PreemptionPolicy(self._clock, self._config.session, self._config.endpoint)
         self._live = None  # LiveTurn: incremental prefill of the user turn in progress
         self._live_messages: list[dict[str, str]] | None = None  # the chat it was opened on
         self._held: Reply | None = None  # the preemptive reply, generated and held
@@ -160,8 +177,76 @@ class Session:
     async def _score_eou(self, text: str) -> float | None:
         """The EOU seam: the scorer's probability goes to the endpointer (returned) and the head start."""
         probability = await self._eou_scorer(text)
-        self._head(self.head_start.eou(text, probability))
+        if self.turns.utterance == "user":
+            self._head(self.head_start.eou(text, probability))
         return probability
+
+    async def _llm_eou(self, text: str) -> float | None:
+        """The default scorer: `self._eou_model` on the llm thread. None (unknown, the endpointer then
+        waits its plain `silence_s`) while the user is speaking (the listener asks on every partial;
+        mid-speech estimates would cost LLM time that ASR needs, and the VAD's speech end asks again),
+        while a reply is in progress (the llm thread is the reply's), and for a job that went stale or
+        found a confirmed reply waiting when the llm thread got to it."""
+        if self.turns.user is UserState.SPEAKING or self.reply_active or not text.strip():
+            self.eou_stats["skipped"] += 1
+            return None
+        return await asyncio.shield(self._eou_future(text))
+
+    def _eou_future(self, text: str) -> asyncio.Future:
+        """The EOU estimate of `text` in this utterance: submitted to the llm thread now (so it runs
+        before speculative work submitted after it), shared by everyone who asks for the same text."""
+        key = " ".join(text.split())
+        future = self._eou_cache.get(key)
+        if future is not None:
+            return future
+        model, c = self._eou_model, self._components
+        messages, epoch = self._messages(), self._eou_epoch
+
+        def job() -> float | None:
+            if epoch != self._eou_epoch or getattr(c, "confirmed_pending", False):
+                self.eou_stats["skipped"] += 1
+                return None  # stale, or confirmed work waits behind this job: give way
+            started = time.perf_counter()
+            probability = float(model.probability(messages, text))
+            self.eou_stats["computed"] += 1
+            self.eou_stats["compute_s"] += time.perf_counter() - started
+            return probability
+
+        future = asyncio.get_running_loop().run_in_executor(c.llm_executor, job)
+        self._eou_cache[key] = future
+        return future
+
+    def _eou_at_speech_end(self) -> None:
+        """The user went silent: estimate the latest partial now, for the endpointer (which then needs
+        less silence when it reads complete) and the head start (which may preempt on it)."""
+        text = self.head_start.latest_text
+        if self._eou_model is None or self._eou_scorer != self._llm_eou or not text.strip():
+            return
+        if not self._eou_applies():
+            return
+        future = self._eou_future(text)
+        listener, epoch = self._listener, self._eou_epoch
+
+        def done(f: asyncio.Future) -> None:
+            if f.cancelled() or f.exception() is not None or epoch != self._eou_epoch:
+                return
+            probability = f.result()
+            if listener is not self._listener or self.turns.utterance != "user":
+                return
+            if not same_text(text, self.head_start.latest_text):
+                return  # a newer text (a later partial or the final) is being scored by the listener
+            self._head(self.head_start.eou(text, probability))
+            if self._config.endpoint.semantic:
+                listener.set_eou_probability(probability)
+
+        future.add_done_callback(done)
+
+    def _eou_applies(self) -> bool:
+        return self._config.endpoint.semantic or self.head_start.preemptive
+
+    def _new_eou_epoch(self) -> None:
+        self._eou_epoch += 1
+        self._eou_cache.clear()
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -186,8 +271,13 @@ class Session:
 
     async def commit(self) -> None:
         """The user ends the turn now (push-to-talk released): the speech so far gets its final
-        transcript and end of turn at once, without waiting for the endpointer's silence."""
+        transcript and end of turn at once, without waiting for the endpointer's silence
+        (`Listener.commit`: the same listener goes on, so audio positions keep counting)."""
         if self._closed or self._listen_task is None:
+            return
+        commit = getattr(self._listener, "commit", None)
+        if commit is not None:  # the listener ends the utterance and goes on (audio_s keeps counting)
+            await commit()
             return
         listener, task = self._listener, self._listen_task
         self._listener, self._listen_task = self._new_listener(), None
@@ -203,13 +293,22 @@ class Session:
         if task is not None:
             await _cancel(task)
         self._turn = None
+        self._new_eou_epoch()
         self._head(self.head_start.cancel("cleared"))
         self._close_live()
         self._apply(self.turns.cleared())
 
-    async def interrupt(self, reason: str = "client") -> None:
-        """Stop the current reply now (as a barge-in does); a no-op when the agent is listening."""
+    async def interrupt(self, reason: str = "client", reply_id: str | None = None) -> bool:
+        """Stop the current reply now (as a barge-in does). With `reply_id`, only if that is the reply
+        in progress: an older (stale) or unknown id interrupts nothing, so a late stop press never
+        cuts the next answer. Returns whether a reply was interrupted (False also when the agent is
+        listening)."""
+        current = self.turns.reply_id
+        if current is None or (reply_id is not None and reply_id != current):
+            return False
+        reply = self._reply
         self._apply(self.turns.interrupt(reason))
+        return reply is not None and reply.interrupted
 
     def playback_position(self, reply_id: str, position_s: float) -> None:
         """The client has played `position_s` seconds of reply `reply_id`'s audio."""
@@ -322,6 +421,7 @@ class Session:
                 return  # the session's own voice: no user turn
             if self._turn is None:
                 self._turn = TurnTimeline()
+            self._new_eou_epoch()  # estimates of the text so far are stale once speech resumes
             self._head(self.head_start.speech_started())  # resumed speech drops held work
             self._out.put_nowait(event)
             self._apply(actions)
@@ -343,6 +443,7 @@ class Session:
             self._current_turn().vad_speech_end_at_s = now
             if tt.utterance == "user":
                 self._head(self.head_start.speech_ended())
+                self._eou_at_speech_end()
         elif isinstance(event, FinalTranscript):
             was_echo = tt.utterance == "echo"
             self._apply(tt.final(event.text, self._reply_text()))
@@ -366,7 +467,9 @@ class Session:
         elif isinstance(event, EndOfTurn):
             turn = self._current_turn()
             turn.end_of_turn_at_s = now
+            turn.extra["eou_probability"] = event.eou_probability
             self._turn = None
+            self._new_eou_epoch()
             actions = tt.end_of_turn(turn.transcript)
             if not any(isinstance(a, StartReply) for a in actions):
                 self._head(self.head_start.cancel("no_words"))  # no reply: nothing held may stay
@@ -591,6 +694,7 @@ class Session:
         reply.resume.set()
         reply.released.set()
         self._reply = reply
+        self._confirmed_llm_pending(reply)
         if self._echo is not None:
             self._echo.reset_played()
         if live is not None:
@@ -601,18 +705,44 @@ class Session:
         turn.reply_started_at_s = self._clock.now()
         reply.task = asyncio.create_task(self._reply_guarded(reply), name=f"session-reply-{reply.id}")
 
+    def _confirmed_llm_pending(self, reply: Reply) -> None:
+        """Priority on the shared llm thread: a confirmed reply is waiting for it. EOU jobs queued
+        before it give way (`_eou_future`), and other sessions drop a held reply still generating (it
+        is regenerated at their end of turn if needed: a miss, never a stale reply)."""
+        c = self._components
+        waiting = getattr(c, "confirmed_waiting", None)
+        if waiting is None:
+            return
+        for old in [r for r in tuple(waiting) if r.task is not None and r.task.done()]:
+            waiting.discard(old)  # a reply cancelled before it ever ran
+        reply.llm_pending = True
+        waiting.add(reply)
+        for other in list(getattr(c, "sessions", ())):
+            held = other._held if other is not self else None
+            if held is not None and getattr(getattr(held.stream, "stats", None), "done_at_s", 0) is None:
+                other._head(other.head_start.drop("confirmed_elsewhere"))
+
+    def _llm_started(self, reply: Reply) -> None:
+        if reply.llm_pending:
+            reply.llm_pending = False
+            self._components.confirmed_waiting.discard(reply)
+
     def _record_head_start(self, turn: TurnTimeline) -> None:
         stats = self.head_start.stats
         turn.extra.update(head_start=self.head_start.enabled, preemptive_hits=stats.hits,
-                          preemptive_misses=stats.misses, preemptive_wasted_tokens=stats.wasted_tokens)
+                          preemptive_misses=stats.misses, preemptive_wasted_tokens=stats.wasted_tokens,
+                          eou_computed=self.eou_stats["computed"], eou_skipped=self.eou_stats["skipped"],
+                          eou_compute_s=round(self.eou_stats["compute_s"], 4))
 
     async def _reply_guarded(self, reply: Reply) -> None:
         try:
             await self._run_reply(reply)
         except asyncio.CancelledError:
+            self._llm_started(reply)
             _cancel_streams(reply)
             raise
         except Exception as exc:  # noqa: BLE001 - the consumer sees the error at once; the session goes on
+            self._llm_started(reply)
             _cancel_streams(reply)
             if reply.held:  # speculative work failed: drop it silently, the end of turn regenerates
                 if self._held is reply:
@@ -654,6 +784,7 @@ class Session:
         stream = reply.stream
         try:
             async for event in stream:
+                self._llm_started(reply)
                 if isinstance(event, TokenDelta):
                     reply.text.append(event.text)
                     tts.push_text(event.text)
@@ -662,6 +793,7 @@ class Session:
             await audio_task
             await reply.released.wait()  # a held reply whose audio is all made waits for its release
         except BaseException:
+            self._llm_started(reply)
             _cancel_streams(reply)
             await _cancel(audio_task)
             raise

@@ -161,3 +161,20 @@ def test_incremental_prefill_switch_leaves_preemption_alone():
     # the master switch turns both off, whatever the others say
     off = PreemptionPolicy(clock, SessionConfig(head_start=False, incremental_prefill=True, preemptive=True))
     assert not off.incremental_prefill and not off.preemptive
+
+
+def test_the_default_threshold_follows_the_endpointer_scale():
+    from headstart.config import EndpointConfig
+    from headstart.preemption import preempt_threshold
+
+    token = preempt_threshold(SessionConfig(), EndpointConfig(eou_low=1e-7, eou_high=1e-4))
+    assert token == pytest.approx(10 ** -6.25)
+    head = preempt_threshold(SessionConfig(), EndpointConfig(eou_low=0.1, eou_high=0.9))
+    assert 0.1 < head < 0.9
+    assert preempt_threshold(SessionConfig(preempt_eou_threshold=0.2), EndpointConfig()) == 0.2
+    clock = FakeClock()
+    policy = PreemptionPolicy(clock, endpoint=EndpointConfig(eou_low=0.1, eou_high=0.9))
+    user_says(policy, clock, "turn on the lights")
+    assert policy.speech_ended() == []
+    assert policy.eou("turn on the lights", 0.15) == []  # low on this scale
+    assert policy.eou("turn on the lights", 0.6) == [Preempt("turn on the lights")]

@@ -1,0 +1,146 @@
+"""The session's EOU wiring on scripted listener events with a recording EOU model (no real model):
+estimates only while the user is silent, on the llm executor, shared per text; the speech end asks for
+the latest partial and feeds the endpointer and the head start; stale and low-priority jobs give way."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import replace
+
+from test_session_switches import FakeEngine, RecordingLiveTurn
+
+from headstart.clock import FakeClock
+from headstart.components import Components
+from headstart.config import PipelineConfig, SessionConfig
+from headstart.events import PartialTranscript, SpeechEnded, SpeechStarted
+
+
+class RecordingEOU:
+    def __init__(self, probability: float) -> None:
+        self.probability_value = probability
+        self.calls: list[str] = []
+
+    def probability(self, messages, text: str) -> float:
+        self.calls.append(text)
+        return self.probability_value
+
+
+class FakeListener:
+    def __init__(self) -> None:
+        self.pushed: list[float | None] = []
+
+    def set_eou_probability(self, probability) -> None:
+        self.pushed.append(probability)
+
+
+def make(monkeypatch, model: RecordingEOU, **session):
+    import headstart.llm.live as live_module
+    from headstart.session import Session
+
+    RecordingLiveTurn.made = []
+    monkeypatch.setattr(live_module, "LiveTurn", RecordingLiveTurn)
+    monkeypatch.setattr(Session, "_new_listener", lambda self: FakeListener())
+    monkeypatch.setattr(Session, "_run_reply", lambda self, reply: asyncio.sleep(3600))
+    config = replace(PipelineConfig(), session=SessionConfig(**session))
+    components = Components(config=config, asr=None, llm=FakeEngine(), tts=None)
+    monkeypatch.setattr(Components, "eou_model", lambda self, kind: model if kind != "none" else None)
+    return Session, components
+
+
+async def drain(session) -> None:
+    for future in list(session._eou_cache.values()):
+        await future
+    await asyncio.sleep(0)  # the done callbacks
+
+
+def test_speech_end_scores_the_latest_partial_and_feeds_endpointer_and_head_start(monkeypatch):
+    model = RecordingEOU(0.01)  # above preempt_eou_threshold
+    Session, components = make(monkeypatch, model)
+
+    async def main():
+        session = Session(components, clock=FakeClock())
+        session._on_listener_event(SpeechStarted(0.1))
+        session._on_listener_event(PartialTranscript("", "turn on the", 0.6))
+        assert await session._score_eou("turn on the") is None  # the user is speaking: no LLM work
+        session._on_listener_event(PartialTranscript("turn on the", "lights", 1.0))
+        session._on_listener_event(SpeechEnded(1.2))  # no punctuation: nothing held yet
+        assert session._held is None
+        await drain(session)
+        assert model.calls == ["turn on the lights"]
+        assert session._listener.pushed == [0.01]
+        assert session._held is not None and session._held.hypothesis == "turn on the lights"
+        # the listener asking for the same text (its final) gets the shared estimate, no second call
+        assert await session._score_eou("turn on the  lights") == 0.01 and len(model.calls) == 1
+        await session.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        components.close()
+
+
+def test_a_low_probability_holds_nothing_and_eou_none_disables_it(monkeypatch):
+    model = RecordingEOU(1e-9)
+    Session, components = make(monkeypatch, model)
+
+    async def main():
+        session = Session(components, clock=FakeClock())
+        for event in (SpeechStarted(0.1), PartialTranscript("", "turn on the", 0.6), SpeechEnded(0.8)):
+            session._on_listener_event(event)
+        await drain(session)
+        assert model.calls == ["turn on the"] and session._held is None
+        await session.aclose()
+        off = Session(components, clock=FakeClock(), eou_scorer=None)
+        assert off._eou_scorer is None
+        await off.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        components.close()
+    Session, components = make(monkeypatch, model, eou="none")
+    try:
+        async def none():
+            session = Session(components, clock=FakeClock())
+            assert session._eou_scorer is None
+            await session.aclose()
+        asyncio.run(none())
+    finally:
+        components.close()
+
+
+def test_stale_and_low_priority_jobs_give_way(monkeypatch):
+    model = RecordingEOU(0.5)
+    Session, components = make(monkeypatch, model)
+
+    async def main():
+        session = Session(components, clock=FakeClock())
+        gate = asyncio.get_running_loop().run_in_executor(components.llm_executor, lambda: None)
+        for event in (SpeechStarted(0.1), PartialTranscript("", "What time is it", 0.6)):
+            session._on_listener_event(event)
+        # speech resumes before the llm thread gets to the job: it is stale and computes nothing
+        block = threading.Event()
+        components.llm_executor.submit(block.wait)
+        session._on_listener_event(SpeechEnded(0.8))
+        session._on_listener_event(SpeechStarted(1.0))
+        block.set()
+        await gate
+        assert session._eou_cache == {}  # reset at the speech start
+        await asyncio.sleep(0)
+        # a confirmed reply waiting for the llm thread: an EOU job queued before it returns None
+        class Waiting:
+            task = None
+        components.confirmed_waiting.add(Waiting())
+        session._on_listener_event(SpeechEnded(1.5))
+        (future,) = session._eou_cache.values()
+        assert await future is None
+        components.confirmed_waiting.clear()
+        assert model.calls == []
+        assert session.eou_stats["skipped"] >= 2
+        await session.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        components.close()
