@@ -17,7 +17,16 @@ COQUI_PY := $(COQUI_VENV)/bin/python
 COQUI_STAMP := $(COQUI_VENV)/.coqui-installed
 COQUI_REQS := headstart/tts/coqui-requirements.txt
 
-.PHONY: setup demo test test-quick models-demo models-test clean coqui-env test-coqui clean-coqui
+# llama-cpp-python's OpenAI-compatible server: the existing serving engine that the remote-LLM and
+# scale tests start (tests/test_remote_llm.py, tests/test_scale.py; docs/remote.md). pip compiles
+# llama.cpp from source (~40 min on 2 busy shared cores here), once: the wheel is kept in
+# $(WHEEL_CACHE) and reused, so a second `make test` only installs it (seconds). `make test LLAMA_ENV=`
+# skips it, and those tests then skip with the reason.
+LLAMA_CPP_VERSION ?= 0.3.36
+WHEEL_CACHE ?= $(HOME)/.cache/headstart/wheels
+LLAMA_STAMP := $(VENV)/.llama-server-$(LLAMA_CPP_VERSION)-installed
+
+.PHONY: setup demo test test-quick models-demo models-test clean coqui-env test-coqui clean-coqui llama-server-env
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -40,8 +49,9 @@ demo: models-demo
 	$(PY) -m headstart demo $(ARGS)
 
 COQUI_ENV ?= coqui-env
+LLAMA_ENV ?= llama-server-env
 
-test: models-test $(COQUI_ENV)
+test: models-test $(COQUI_ENV) $(LLAMA_ENV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 test-quick: models-test
@@ -65,3 +75,14 @@ test-coqui: $(STAMP) $(COQUI_STAMP)
 
 clean-coqui:
 	rm -rf $(COQUI_VENV)
+
+$(LLAMA_STAMP): $(STAMP)
+	mkdir -p $(WHEEL_CACHE)
+	ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
+		$(PY) -m pip wheel --no-deps "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w $(WHEEL_CACHE)
+	$(PY) -m pip install --find-links $(WHEEL_CACHE) --only-binary llama-cpp-python \
+		"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)"
+	$(PY) -c "import llama_cpp.server.app"
+	touch $(LLAMA_STAMP)
+
+llama-server-env: $(LLAMA_STAMP)
