@@ -51,6 +51,7 @@ def _baseline_switches(base: PipelineConfig) -> tuple[Switch, ...]:
         Switch("session", "head_start", False),
         Switch("session", "incremental_prefill", False, required=False),  # head_start=False covers it
         Switch("session", "preemptive", False, required=False),
+        Switch("session", "eou", "none", required=False),  # no end-of-utterance model at all
         Switch("tts", "first_clause", False),
     )
 
@@ -111,7 +112,7 @@ def effective(config: PipelineConfig) -> dict:
     for section in ("asr", "endpoint", "session", "tts"):
         obj = getattr(config, section)
         names = {"asr": ("model", "streaming"), "endpoint": ("semantic", "silence_s"),
-                 "session": ("head_start", "incremental_prefill", "preemptive"),
+                 "session": ("head_start", "incremental_prefill", "preemptive", "eou"),
                  "tts": ("engine", "first_clause")}[section]
         for name in names:
             if hasattr(obj, name):
