@@ -335,7 +335,9 @@ class _Connection:
                 except StopAsyncIteration:
                     return
                 except Exception as exc:  # noqa: BLE001 - a failed stage: tell the client, go on
-                    await self.ws.send(error_event("internal", f"{type(exc).__name__}: {exc}"))
+                    # a stage may name its failure (the remote LLM: "llm_unavailable", ...); else "internal"
+                    code = exc.code if isinstance(getattr(exc, "code", None), str) else "internal"
+                    await self.ws.send(error_event(code, f"{type(exc).__name__}: {exc}"))
                     continue
                 for frame in self._encode(event):
                     await self.ws.send(frame)
@@ -469,7 +471,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-sessions", type=int, default=d.max_sessions)
     parser.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id (server-side only)")
-    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id (server-side only)")
+    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id, or a serving engine: openai://HOST:PORT/MODEL (server-side only)")
     parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)

@@ -284,6 +284,7 @@ def test_a_spoken_turn_through_headstart_serve_on_the_remote_engine(gguf, tmp_pa
           f"vad end -> first audio {metrics['vad_end_to_first_audio_ms']} ms, preemptive {metrics['preemptive']}")
 
     error = second[-1]
-    assert error["type"] == "error" and f"127.0.0.1:{engine_port}" in error["message"], second[-3:]
+    assert error["type"] == "error" and error["code"] == "llm_unavailable", second[-3:]
+    assert f"127.0.0.1:{engine_port}" in error["message"]
     assert not any(e["type"] == "audio" for e in second)
     assert any(e["type"] == "reply.done" and e["text"].strip() for e in third), [e["type"] for e in third]
