@@ -52,8 +52,11 @@ class EchoDetector:
         played = np.concatenate(self._played) if len(self._played) > 1 else self._played[0]
         self._played = [played]
         end = played.shape[0] if played_s is None else min(played.shape[0], int(played_s * SAMPLE_RATE_HZ) + SAMPLE_RATE_HZ // 4)
-        start = max(0, end - mic.shape[0] - self.max_delay)
-        return normalized_xcorr_peak(mic, played[start:end])
+        start = end - mic.shape[0] - self.max_delay
+        ref = played[max(0, start):end]
+        if start < 0:  # the mic window reaches back before the reply began: the speaker was silent then
+            ref = np.concatenate([np.zeros(-start, dtype=np.float32), ref])
+        return normalized_xcorr_peak(mic, ref)
 
     def is_echo(self, played_s: float | None = None) -> bool:
         return self.similarity(played_s) >= self.threshold
