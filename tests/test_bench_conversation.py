@@ -249,3 +249,22 @@ def test_a_silent_synthesiser_is_a_clear_error():
 
     with pytest.raises(ValueError, match="no speech"):
         synthetic_turns(_Silent(), ["hello"], noise_rms=1e-3)
+
+
+def test_pause_set_takes_one_recording_per_item_first():
+    from headstart.bench.conversation_data import load_user_turns, pause_turns
+    from headstart.config import ASRConfig
+    from headstart.voice.asr import WhisperASR
+
+    asr = WhisperASR.load(ASRConfig(), cpu_threads=1)
+    turns = load_user_turns(None, 4)
+    pauses = pause_turns(turns, asr, 2, seed=0)
+    assert len(pauses) == 2
+    assert pauses[0].name.startswith("goforward+pause") and pauses[0].name.endswith("-noise")
+    assert pauses[1].name.endswith("-zero") and not pauses[1].name.startswith("goforward")
+    for p in pauses:
+        rec = next(t for t in turns if p.name.startswith(t.name + "+"))
+        start, end = p.pause
+        assert 0.6 <= end - start <= 1.5 and rec.speech_start_s < start < rec.speech_end_s
+        assert p.speech_end_s == pytest.approx(rec.speech_end_s + end - start)
+        assert p.audio.shape[0] == pytest.approx(rec.audio.shape[0] + (end - start) * 16_000, abs=2)

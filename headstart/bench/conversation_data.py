@@ -92,18 +92,25 @@ def interleave(real: list[UserTurn], synthetic: list[UserTurn]) -> list[UserTurn
 
 def pause_turns(turns: list[UserTurn], asr: Any, count: int, seed: int) -> list[UserTurn]:
     """The pause set of `headstart bench asr` (reusing its builder: a 0.6-1.5 s pause at the word gap
-    nearest the middle, room noise or digital zero) as UserTurns, at most `count`; real recordings only."""
+    nearest the middle, filled with room noise or digital zero) as UserTurns: at most `count`, one per
+    recording first (kinds alternating: noise, zero, noise, ...), then the other kind of each; real
+    recordings of four words or more only (`asr` gives the word times).
+    """
     from headstart.bench.asr import Item, pause_set
 
     if count <= 0:
         return []
-    items = [Item(t.name, t.text, t.audio, t.speech_end_s, t.speech_start_s) for t in turns if not t.synthetic]
+    eligible = [t for t in turns if not t.synthetic and len(t.text.replace("...", " ").split()) >= 4]
+    items = [Item(t.name, t.text, t.audio, t.speech_end_s, t.speech_start_s) for t in eligible[:count]]
+    built = pause_set(items, asr, seed)
+    names = list(dict.fromkeys(p.item.name for p in built))
+    first = [p for p in built if p.kind == ("noise" if names.index(p.item.name) % 2 == 0 else "zero")]
+    taken = {id(p) for p in first}
+    chosen = (first + [p for p in built if id(p) not in taken])[:count]
     out = []
-    for p in pause_set(items, asr, seed):
+    for p in chosen:
         pause_s = p.pause_end_s - p.pause_start_s
         end_s = p.item.speech_end_s + pause_s
         out.append(UserTurn(f"{p.item.name}+pause{pause_s:.1f}s-{p.kind}", p.audio, p.item.speech_start_s, end_s,
                             p.item.text, pause=(p.pause_start_s, p.pause_end_s)))
-        if len(out) >= count:
-            break
     return out
