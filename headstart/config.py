@@ -60,6 +60,13 @@ class ASRConfig:
     # call's cost (measured here: 0.5 s instead of 1.3 s CPU per call, WER 6.8 % vs 7.3 % on the bench
     # set). Below ~12 s tiny.en falls into repetition loops at the window's end.
     encoder_window_s: float | None = 12.0
+    # final pass early: once the VAD has heard this much silence after speech (before it confirms the
+    # end, VADConfig.min_silence_s), a pass starts if the ASR is free, so the pass that hears the
+    # whole utterance is under way when the end is confirmed (None: off, final passes start at the end)
+    early_final_s: float | None = 0.06
+    # a pass that heard the utterance up to its padded speech end minus this is its final (the VAD
+    # pads the end by VADConfig.speech_pad_s of non-speech; no extra pass for the padding)
+    final_slack_s: float = 0.05
     # long utterances: once this much audio is buffered, the buffer is trimmed at the last committed
     # sentence end and the committed text becomes the prompt (cost stays flat)
     trim_after_s: float = 12.0
@@ -83,11 +90,17 @@ class EndpointConfig:
     # text reads cut off: outlasts a 1.5 s mid-sentence pause plus the VAD's min_speech_s to confirm
     # the speech that follows (and the word gap before the pause)
     max_silence_s: float = 2.0
-    # thresholds for the LLM's end-of-turn token probability on text without trailing punctuation
-    # (headstart/llm/eou.py): on the bench set SmolLM2-135M gives complete sentences a median of 1e-4
-    # and the same cut in half 1.6e-8
-    eou_low: float = 1e-7
-    eou_high: float = 1e-4
+    # which EOU signal the session computes (and which thresholds below apply): "head", a trained
+    # logistic head on the LLM's last hidden state (headstart/llm/eou_head.py, a calibrated
+    # probability), or "token", the LLM's raw end-of-turn token probability (headstart/llm/eou.py)
+    eou_scorer: str = "head"
+    # thresholds for the head's probability (trained class-balanced: 0.5 is the even odds)
+    eou_low: float = 0.15
+    eou_high: float = 0.75
+    # thresholds for the raw end-of-turn token probability on text without trailing punctuation: on
+    # the bench set SmolLM2-135M gives complete sentences a median of 1e-4 and the same cut in half 1.6e-8
+    token_eou_low: float = 1e-7
+    token_eou_high: float = 1e-4
     # "speech" with no recognised word for this long (claps, breathing, noise the VAD let through)
     # counts as silence from the last word's end
     max_wordless_s: float = 2.0

@@ -56,7 +56,7 @@ class WordCountScorer:
     async def __call__(self, text: str) -> float:
         self.texts.append(text)
         await asyncio.sleep(0)
-        return 0.5 if len(text.split()) >= self.n else 1e-9
+        return 0.9 if len(text.split()) >= self.n else 1e-9  # the head scale: >= eou_high 0.75 is complete
 
 
 @pytest.mark.parametrize("kind", ["noise", "zero"])
@@ -71,7 +71,7 @@ def test_mid_sentence_pause_is_not_a_cut_off_with_semantic_endpointing(sentence,
     check_turn_shape(events)
     turns = [e for e in events if isinstance(e, EndOfTurn)]
     assert len(turns) == 1 and turns[0].audio_s > pause_end_s, kinds(events)
-    assert turns[0].eou_probability == 0.5
+    assert turns[0].eou_probability == 0.9
     assert scorer.texts  # the partials and the final were scored
     events = asyncio.run(run_listener(listener(EnergyASR(), executor), audio))
     cut = [e for e in events if isinstance(e, EndOfTurn) and e.audio_s < pause_end_s]

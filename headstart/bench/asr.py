@@ -1,7 +1,9 @@
 """`headstart bench asr [--json] [--input-dir DIR]`: the listening stage on real recordings.
 
 Every recording is streamed through the real `Listener` (Silero VAD, whisper through LocalAgreement,
-the Endpointer with, by default, the semantic EOU signal of SmolLM2-135M from headstart/llm/eou.py) in
+the Endpointer with, by default, the semantic EOU signal of SmolLM2-135M: the trained head of
+headstart/llm/eou_head.py, or with `--eou token` the raw end-of-turn token probability of
+headstart/llm/eou.py) in
 20 ms frames, followed by 3 s of low room-level noise. Figures:
 
 * WER of the final transcripts (normalised text, corpus-level);
@@ -87,6 +89,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpointing", choices=("semantic", "silence"), default="semantic",
                         help="semantic: EOU probability from the LLM adapts the silence; silence: fixed silence_s")
     parser.add_argument("--llm", default="smollm2-135m", help="LLM for the semantic EOU signal")
+    parser.add_argument("--eou", choices=("head", "token"), default="head",
+                        help="EOU signal: head = trained head on the LLM's last hidden state (llm/eou_head.py); "
+                             "token = the LLM's raw end-of-turn token probability (llm/eou.py)")
     parser.add_argument("--no-streaming", action="store_true",
                         help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
@@ -359,6 +364,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     from headstart.config import ASRConfig, EndpointConfig, LLMConfig, PipelineConfig, ThreadPlan, VADConfig
     from headstart.voice.asr import WhisperASR
 
+    eou_kind = getattr(args, "eou", "head")
     items = load_items(args.input_dir)
     if args.limit:
         items = items[: args.limit]
@@ -370,13 +376,16 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     if args.endpointing == "semantic":
         from headstart.llm.engine import LLMEngine
         from headstart.llm.eou import EOUEstimator
+        from headstart.llm.eou_head import EOUHead
 
         llm_config = LLMConfig(model=args.llm)
         engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
         engine.warm_up()
-        scorer_parts = (EOUEstimator(engine), [{"role": "system", "content": llm_config.system_prompt}])
+        estimator = EOUHead.load(engine, args.llm) if eou_kind == "head" else EOUEstimator(engine)
+        scorer_parts = (estimator, [{"role": "system", "content": llm_config.system_prompt}])
         llm_name = args.llm
-    config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=EndpointConfig(semantic=args.endpointing == "semantic"))
+    config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=EndpointConfig(
+        semantic=args.endpointing == "semantic", eou_scorer=eou_kind))
     noise_rng = np.random.default_rng(args.seed)
 
     pairs, partial_lat, final_delays, eou_delays, decision_delays = [], [], [], [], []
@@ -435,6 +444,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "endpointing": args.endpointing,
         "streaming": asr_config.streaming,
         "eou_llm": llm_name,
+        "eou_scorer": eou_kind if llm_name else None,
         "utterances": len(items),
         "missing_end_of_turn": len(items) - len(eou_delays),
         "targets": TARGETS,

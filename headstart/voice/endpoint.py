@@ -5,7 +5,9 @@ A turn opens at the first `SpeechStarted`. After a `SpeechEnded` at time t, the 
 reaches t + the required silence with no new speech; a `SpeechStarted` before that cancels the wait and
 the turn goes on. The required silence is `EndpointConfig.silence_s` while no EOU probability is known;
 once one is pushed (`push_eou`), it adapts: `min_silence_s` when the text reads complete (probability
->= `eou_high`), `max_silence_s` when it reads cut off (<= `eou_low`), log-linear in between. So a
+>= the high threshold), `max_silence_s` when it reads cut off (<= the low one), log-linear in between;
+the thresholds are those of `EndpointConfig.eou_scorer` (`eou_low`/`eou_high` for the trained head,
+`token_eou_low`/`token_eou_high` for the raw end-of-turn token probability). So a
 finished sentence ends quickly and a mid-sentence pause is waited out (the idea of semantic turn
 detection, e.g. LiveKit's turn detector and Pipecat's Smart Turn; here the probability comes from the
 chat LLM, headstart/llm/eou.py). `EndpointConfig.semantic=False` (an ablation) keeps the fixed
@@ -32,12 +34,19 @@ from headstart.config import EndpointConfig
 from headstart.events import EndOfTurn, SpeechEnded, SpeechStarted
 
 
+def eou_thresholds(config: EndpointConfig) -> tuple[float, float]:
+    """(low, high) probability thresholds for `config.eou_scorer` ("head" or "token")."""
+    if config.eou_scorer == "token":
+        return config.token_eou_low, config.token_eou_high
+    return config.eou_low, config.eou_high
+
+
 def required_silence_s(config: EndpointConfig, eou_probability: float | None) -> float:
     """The silence (seconds after the padded speech end) that ends a turn whose text has this EOU
     probability; `config.silence_s` when it is None (unknown) or `config.semantic` is False."""
     if eou_probability is None or not config.semantic:
         return config.silence_s
-    low, high = config.eou_low, config.eou_high
+    low, high = eou_thresholds(config)
     if eou_probability >= high:
         return config.min_silence_s
     if eou_probability <= low:
@@ -65,10 +74,12 @@ class Endpointer:
             raise ValueError(
                 f"EndpointConfig.min_silence_s ({config.min_silence_s}) exceeds max_silence_s ({config.max_silence_s})"
             )
-        if not 0 < config.eou_low < config.eou_high <= 1:
-            raise ValueError(
-                f"EndpointConfig needs 0 < eou_low < eou_high <= 1, got {config.eou_low}, {config.eou_high}"
-            )
+        if config.eou_scorer not in ("head", "token"):
+            raise ValueError(f"EndpointConfig.eou_scorer must be 'head' or 'token', got {config.eou_scorer!r}")
+        for low_name, high_name in (("eou_low", "eou_high"), ("token_eou_low", "token_eou_high")):
+            low, high = getattr(config, low_name), getattr(config, high_name)
+            if not 0 < low < high <= 1:
+                raise ValueError(f"EndpointConfig needs 0 < {low_name} < {high_name} <= 1, got {low}, {high}")
         if not config.max_turn_s > 0:
             raise ValueError(f"EndpointConfig.max_turn_s must be > 0, got {config.max_turn_s}")
         if not config.max_wordless_s > 0:

@@ -122,6 +122,8 @@ class _Utterance:
     covered: int = -1  # audio end of the last pass finished: the agreement's newest hypothesis
     newest_words: tuple = ()  # that pass' words
     last_partial: tuple[str, str] = field(default=("", ""))
+    eou_cache: dict[str, float] = field(default_factory=dict)  # text -> EOU probability already scored
+    eou_text: str = ""  # the newest text sent for scoring
     outbox: list[object] = field(default_factory=list)  # events held while an older utterance finishes
 
 
@@ -160,10 +162,13 @@ class Listener:
         self._config = config
         self._executor = executor
         self._min_new = int(round(config.min_new_audio_s * SAMPLE_RATE_HZ))
+        self._early = None if config.early_final_s is None else int(round(config.early_final_s * SAMPLE_RATE_HZ))
+        self._slack = int(round(config.final_slack_s * SAMPLE_RATE_HZ))
         self._trim_after = int(round(config.trim_after_s * SAMPLE_RATE_HZ))
         self._eou_scorer = eou_scorer
         self._eou_task: asyncio.Task | None = None
         self._eou_next: tuple[_Utterance, str] | None = None  # newest text waiting to be scored
+        self._eou_text: str | None = None  # the text being scored now
         self._audio = _StreamAudio()
         self._resampler: StreamResampler | None = None
         self._queue: asyncio.Queue[object] = asyncio.Queue()
@@ -342,7 +347,7 @@ class Listener:
 
     def _finish_if_done(self, utterance: _Utterance) -> None:
         """An utterance is done when its end of turn is decided and its final transcript is out."""
-        if utterance.end_of_turn is None or utterance.final_text is None:
+        if utterance.end_of_turn is None or utterance.final_text is None or utterance not in self._utterances:
             return
         if utterance.final_text:
             self._emit(utterance, utterance.end_of_turn)
@@ -360,7 +365,7 @@ class Listener:
             return
         for utterance in list(self._utterances):
             if utterance.end is not None and utterance.final_text is None:
-                if utterance.covered >= utterance.end:  # a pass already heard it all
+                if self._covers(utterance):  # a pass already heard it all
                     self._finalize(utterance)
                     continue
                 self._start(utterance, utterance.end)
@@ -371,9 +376,22 @@ class Listener:
             and utterance is not None
             and utterance.end is None
             and not self._ended
-            and self._audio.end - utterance.last_pass_end >= max(self._min_new, 1)
+            and (self._audio.end - utterance.last_pass_end >= max(self._min_new, 1) or self._speech_may_end(utterance))
         ):
             self._start(utterance, self._audio.end)
+
+    def _covers(self, utterance: _Utterance) -> bool:
+        """Whether the newest finished pass heard the utterance up to its end (but the VAD's padding)."""
+        return utterance.end is not None and utterance.covered >= utterance.end - self._slack
+
+    def _speech_may_end(self, utterance: _Utterance) -> bool:
+        """The VAD has heard `early_final_s` of silence after speech that no pass has heard past yet:
+        a pass now hears the whole utterance if the speech does end here."""
+        since = self._vad.silence_since_s
+        if self._early is None or since is None:
+            return False
+        since_sample = int(round(since * SAMPLE_RATE_HZ))
+        return self._audio.end - since_sample >= self._early and utterance.last_pass_end < since_sample + self._early
 
     def _start(self, utterance: _Utterance, stop: int) -> None:
         utterance.last_pass_end = stop
@@ -431,7 +449,7 @@ class Listener:
         if utterance is self._current:
             words = agreement.committed + agreement.pending
             self._endpointer.push_words(words[-1].end_s if words else None, stop / SAMPLE_RATE_HZ)
-        if utterance.end is not None and utterance.final_text is None and utterance.covered >= utterance.end:
+        if utterance.end is not None and utterance.final_text is None and self._covers(utterance):
             self._finalize(utterance)
         else:  # a partial (a final pass overtaken by resumed speech lands here too: its end moved on)
             partial = (agreement.committed_text, agreement.pending_text)
@@ -450,9 +468,17 @@ class Listener:
             return
         if not self._endpointer.config.semantic:  # ablation: the scorer is ignored, not even called
             return
-        if self._eou_task is not None:
-            self._eou_next = (utterance, text)
+        utterance.eou_text = text
+        known = utterance.eou_cache.get(text)
+        if known is not None:  # scored before (the final often repeats the last partial): no second call
+            self._eou_next = None
+            self._endpointer.push_eou(known)
+            self._poll_endpointer()
             return
+        if self._eou_task is not None:
+            self._eou_next = None if text == self._eou_text else (utterance, text)
+            return
+        self._eou_text = text
         self._eou_task = asyncio.get_running_loop().create_task(self._run_score(utterance, text))
 
     async def _run_score(self, utterance: _Utterance, text: str) -> None:
@@ -464,9 +490,12 @@ class Listener:
             self._queue.put_nowait(_Failure(exc))
             self._queue.put_nowait(_END)
             return
-        self._eou_task = None
+        self._eou_task = self._eou_text = None
+        if probability is not None:
+            utterance.eou_cache[text] = probability
         if utterance is self._current and not self._ended:
-            self._endpointer.push_eou(probability)
+            # a newer text scored before (cache) beats this one
+            self._endpointer.push_eou(utterance.eou_cache.get(utterance.eou_text, probability))
             self._poll_endpointer()
             self._schedule()
         following, self._eou_next = self._eou_next, None

@@ -95,6 +95,12 @@ class SpeechHysteresis:
             return [self._end(end_sample)]
         return []
 
+    @property
+    def silence_since_sample(self) -> int | None:
+        """While speaking: the first sample of the silence run in progress (the speech may be ending
+        there; `min_silence_s` of it confirms the end), else None."""
+        return self._silence_start if self.speaking else None
+
     def flush(self, stream_end_sample: int) -> list[VADEvent]:
         """End of input: close an open segment at its last voiced window (padded, within the stream)."""
         self._candidate_start = None
@@ -188,6 +194,13 @@ class VAD:
     def speaking(self) -> bool:
         """True between a `SpeechStarted` and its `SpeechEnded`."""
         return self._hysteresis.speaking
+
+    @property
+    def silence_since_s(self) -> float | None:
+        """While speaking, the start of a silence run not yet long enough to end the speech (seconds;
+        the speech may be ending there), else None. Lets a listener start its final pass early."""
+        sample = self._hysteresis.silence_since_sample
+        return None if sample is None else sample / SAMPLE_RATE_HZ
 
     @property
     def position_s(self) -> float:

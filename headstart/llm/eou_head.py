@@ -1,0 +1,388 @@
+"""End-of-utterance (EOU) head: logistic regression on the chat LLM's last hidden state.
+
+The probability that the user's turn is complete after `text` is read off the same forward that
+`headstart/llm/eou.py` runs (the prompt up to the user's text, right before the chat template's
+end-of-turn token, prefilled on top of the KV cache the session already holds): instead of the
+end-of-turn token's probability, a linear probe on the final-norm hidden state of the text's last token
+decides (logistic regression, `p = sigmoid(w . (h - mean) / scale + b)`). A call costs the prefill of the
+few new tokens plus one dot product. Idea: a probe on a frozen LM's hidden state (as in linear probing;
+turn detectors such as LiveKit's and Pipecat's Smart Turn train a whole model instead).
+
+Training is self-supervised from text (`train`): each complete utterance (trailing punctuation stripped,
+as Whisper adds periods whether the speaker finished or not) is a positive; the same utterance cut at
+each word boundary is a negative (one forward per utterance gives the hidden state at every cut). The
+text is this package's own `eou_heads/sentences.txt` (written for the project, not the bench set).
+
+Weights are tiny (3 x hidden_size float32: ~7 KB for SmolLM2-135M, ~11 KB for Qwen2.5-0.5B) and ship in
+the package (`headstart/llm/eou_heads/NAME.npz`); `headstart llm train-eou --model NAME` trains them
+again into the cache (`<cache>/eou_heads/NAME.npz`, which wins over the packaged file) in about a
+minute. `load_weights` never downloads or trains: no hidden work at first use.
+
+Not thread-safe: call it on the thread that owns the engine (the "llm" executor).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from headstart.llm.eou import EOUEstimator, EOUResult
+
+__all__ = [
+    "EOUHead", "EOUHeadWeights", "HeadFeatures", "auc", "cut_examples", "load_weights", "packaged_sentences",
+    "train", "weights_path",
+]
+
+_PACKAGE_DIR = Path(__file__).resolve().parent / "eou_heads"
+_TRAILING = ".!?,;:…"
+
+
+@dataclass(frozen=True)
+class EOUHeadWeights:
+    """A trained head. `mean`, `scale`, `weight`: float32 arrays of shape (hidden_size,); `bias`: float;
+    `model`: the LLM preset it was trained on (a head only fits that model's hidden states);
+    `info`: training facts (examples, held-out AUC, ...)."""
+
+    model: str
+    mean: np.ndarray
+    scale: np.ndarray
+    weight: np.ndarray
+    bias: float
+    info: dict = field(default_factory=dict)
+
+    @property
+    def hidden_size(self) -> int:
+        return int(self.weight.shape[0])
+
+    def probability(self, hidden: np.ndarray) -> np.ndarray | float:
+        """sigmoid of the logit for hidden states of shape (hidden_size,) or (n, hidden_size)."""
+        z = ((np.asarray(hidden, np.float64) - self.mean) / self.scale) @ self.weight.astype(np.float64) + self.bias
+        p = 1.0 / (1.0 + np.exp(-np.clip(z, -60, 60)))
+        return float(p) if np.ndim(p) == 0 else p
+
+    def save(self, path: str | Path) -> Path:
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(path.name + ".tmp.npz")
+        np.savez(tmp, mean=self.mean.astype(np.float32), scale=self.scale.astype(np.float32),
+                 weight=self.weight.astype(np.float32), bias=np.float32(self.bias),
+                 meta=np.array(json.dumps({"model": self.model, "info": self.info})))
+        tmp.replace(path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | Path) -> EOUHeadWeights:
+        """Raises FileNotFoundError (missing) or ValueError (not a head file / inconsistent shapes)."""
+        path = Path(path)
+        if not path.is_file():
+            raise FileNotFoundError(f"no EOU head at {path}")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                meta = json.loads(str(data["meta"]))
+                out = cls(meta["model"], data["mean"], data["scale"], data["weight"], float(data["bias"]), meta.get("info", {}))
+        except (KeyError, ValueError, OSError, json.JSONDecodeError) as exc:
+            raise ValueError(f"{path} is not an EOU head file: {exc}") from exc
+        d = out.weight.shape
+        if len(d) != 1 or out.mean.shape != d or out.scale.shape != d or not np.all(out.scale > 0):
+            raise ValueError(f"{path}: inconsistent EOU head arrays")
+        return out
+
+
+def weights_path(model: str, *, packaged: bool = False) -> Path:
+    """Where the head for LLM preset `model` lives: the cache copy (`headstart llm train-eou`) or,
+    with packaged=True, the one shipped in the package."""
+    safe = model.replace("/", "--")
+    if packaged:
+        return _PACKAGE_DIR / f"{safe}.npz"
+    from headstart.models import cache_dir
+
+    return cache_dir() / "eou_heads" / f"{safe}.npz"
+
+
+def load_weights(model: str) -> EOUHeadWeights:
+    """The head for LLM preset `model`: the cache's trained copy if there is one, else the packaged one.
+
+    Raises:
+        FileNotFoundError: no head for this model (names the training command).
+    """
+    for path in (weights_path(model), weights_path(model, packaged=True)):
+        if path.is_file():
+            return EOUHeadWeights.load(path)
+    raise FileNotFoundError(
+        f"no EOU head for {model!r}: run `headstart llm train-eou --model {model}` (or use the raw "
+        "end-of-turn token probability, EndpointConfig(eou_scorer='token'))"
+    )
+
+
+def _final_norm(model: Any) -> Any:
+    """The module whose output is the last hidden state (the final norm before the LM head)."""
+    decoder = model.get_decoder() if hasattr(model, "get_decoder") else getattr(model, "model", None)
+    for name in ("norm", "final_layernorm", "ln_f"):
+        module = getattr(decoder, name, None)
+        if module is not None:
+            return module
+    raise ValueError(f"cannot find the final norm of {type(model).__name__} (looked for norm, final_layernorm, ln_f)")
+
+
+@dataclass(frozen=True, slots=True)
+class HeadFeatures:
+    """One forward's outputs: `hidden` float32 (n, hidden_size) for the positions computed, the last
+    one being the text's last token; `token_probability` the raw end-of-turn token probability."""
+
+    hidden: np.ndarray
+    token_probability: float
+    num_computed: int
+
+
+class EOUHead:
+    """P(the user's turn is complete | the chat so far and the user's current text), from a trained
+    linear head on the LLM's last hidden state. Same interface as `EOUEstimator` (`probability`,
+    `estimate`); the raw end-of-turn token probability of the same forward is kept in
+    `last_token_probability`.
+
+    Args:
+        engine: the session's loaded `LLMEngine` (its KV cache is reused and extended).
+        weights: the head (`load_weights(model)`); its hidden size must match the model's.
+        strip_punctuation: drop trailing punctuation from the text first (the head was trained so).
+
+    Raises:
+        ValueError: the head does not fit the model (hidden size), the model has no final norm to
+            read, or the chat template puts no end-of-turn token after a user message.
+    """
+
+    def __init__(self, engine: Any, weights: EOUHeadWeights, strip_punctuation: bool = True) -> None:
+        self.engine = engine
+        self.weights = weights
+        self._token = EOUEstimator(engine, strip_punctuation=strip_punctuation)
+        self._norm = _final_norm(engine.model)
+        size = int(getattr(engine.model.config, "hidden_size", weights.hidden_size))
+        if size != weights.hidden_size:
+            raise ValueError(
+                f"the EOU head was trained on {weights.model!r} (hidden size {weights.hidden_size}); this model's "
+                f"hidden size is {size}"
+            )
+        self.last_token_probability: float | None = None
+
+    @classmethod
+    def load(cls, engine: Any, model: str) -> EOUHead:
+        """The head for LLM preset `model` (see `load_weights`) on `engine`."""
+        return cls(engine, load_weights(model))
+
+    def features(self, messages_before: Sequence[Mapping[str, str]], text: str) -> HeadFeatures:
+        """Prefill the prompt up to `text` (reusing the cache) and return the hidden states computed."""
+        import torch
+
+        ids, end_id = self._token.prompt_ids(messages_before, text)
+        captured: list[Any] = []
+        handle = self._norm.register_forward_hook(lambda _m, _i, out: captured.append(out[0].detach()))
+        try:
+            logits = self.engine.prefill(ids)
+        finally:
+            handle.remove()
+        if not captured:
+            raise RuntimeError("the model's final norm did not run during the prefill")
+        hidden = captured[-1].float().cpu().numpy()
+        probability = float(torch.softmax(logits.float(), dim=-1)[end_id])
+        return HeadFeatures(hidden, min(max(probability, 0.0), 1.0), int(hidden.shape[0]))
+
+    def estimate(self, messages_before: Sequence[Mapping[str, str]], text: str) -> EOUResult:
+        """The head's probability with the cost of the call. Empty text gives 0.0."""
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a str, got {text!r}")
+        if not text.strip(_TRAILING + " \t\n"):
+            return EOUResult(0.0, 0, 0.0)
+        started = time.perf_counter()
+        feats = self.features(messages_before, text)
+        self.last_token_probability = feats.token_probability
+        probability = self.weights.probability(feats.hidden[-1])
+        return EOUResult(float(probability), feats.num_computed, time.perf_counter() - started)
+
+    def probability(self, messages_before: Sequence[Mapping[str, str]], text: str) -> float:
+        return self.estimate(messages_before, text).probability
+
+
+# -- training --------------------------------------------------------------------------------------
+def packaged_sentences() -> list[str]:
+    """The training utterances shipped with the package (comments and blank lines skipped)."""
+    lines = (_PACKAGE_DIR / "sentences.txt").read_text(encoding="utf-8").splitlines()
+    return [s.strip() for s in lines if s.strip() and not s.lstrip().startswith("#")]
+
+
+def _strip(text: str) -> str:
+    return text.strip().rstrip(_TRAILING).strip()
+
+
+def cut_examples(text: str) -> list[tuple[str, int]]:
+    """(text, label) pairs from one complete utterance: itself (label 1) and its cuts after each word
+    but the last (label 0), trailing punctuation stripped from all. "Go home now." ->
+    [("Go", 0), ("Go home", 0), ("Go home now", 1)]."""
+    words = _strip(text).split()
+    out = [(_strip(" ".join(words[:k])), 0) for k in range(1, len(words))]
+    out = [(t, label) for t, label in out if t]
+    if words:
+        out.append((" ".join(words), 1))
+    return out
+
+
+def _sentence_features(head: EOUHead, messages: Sequence[Mapping[str, str]], text: str) -> list[tuple[np.ndarray, float, int]]:
+    """(hidden state, raw token probability, label) for each example of `cut_examples(text)`, from one
+    forward of the whole utterance where the tokenisation allows (a cut whose prompt is not a token
+    prefix of the whole one gets its own forward)."""
+    examples = cut_examples(text)
+    if not examples:
+        return []
+    full_text = examples[-1][0]
+    full_ids, _ = head._token.prompt_ids(messages, full_text)
+    feats = head.features(messages, full_text)
+    first = len(full_ids) - feats.num_computed  # position of hidden row 0
+    out = []
+    for cut, label in examples:
+        ids, _ = head._token.prompt_ids(messages, cut)
+        pos = len(ids) - 1
+        if cut is not full_text and full_ids[: len(ids)] == ids and pos >= first:
+            out.append((feats.hidden[pos - first], math.nan, label))
+        else:
+            f = feats if cut is full_text else head.features(messages, cut)
+            out.append((f.hidden[-1], f.token_probability, label))
+    return out
+
+
+def auc(scores: Sequence[float], labels: Sequence[int]) -> float:
+    """Area under the ROC curve (the probability that a random positive outscores a random negative;
+    ties count half). NaN when one class is missing."""
+    s = np.asarray(scores, np.float64)
+    y = np.asarray(labels, bool)
+    pos, neg = s[y], s[~y]
+    if pos.size == 0 or neg.size == 0:
+        return math.nan
+    order = np.argsort(np.concatenate([pos, neg]), kind="mergesort")
+    ranks = np.empty(order.size, np.float64)
+    allv = np.concatenate([pos, neg])[order]
+    # average ranks over ties
+    i = 0
+    while i < allv.size:
+        j = i
+        while j + 1 < allv.size and allv[j + 1] == allv[i]:
+            j += 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    return float((ranks[: pos.size].sum() - pos.size * (pos.size + 1) / 2) / (pos.size * neg.size))
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, steps: int = 200) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """Class-balanced L2-regularised logistic regression on standardised features (torch L-BFGS).
+    Returns (mean, scale, weight, bias)."""
+    import torch
+
+    mean = x.mean(axis=0)
+    scale = x.std(axis=0) + 1e-6
+    xs = torch.tensor((x - mean) / scale, dtype=torch.float64)
+    yt = torch.tensor(y, dtype=torch.float64)
+    n_pos = max(float(yt.sum()), 1.0)
+    n_neg = max(float(len(yt) - yt.sum()), 1.0)
+    sample_w = torch.where(yt > 0, 0.5 / n_pos, 0.5 / n_neg)
+    w = torch.zeros(x.shape[1], dtype=torch.float64, requires_grad=True)
+    b = torch.zeros(1, dtype=torch.float64, requires_grad=True)
+    opt = torch.optim.LBFGS([w, b], lr=1.0, max_iter=steps, line_search_fn="strong_wolfe")
+
+    def closure():
+        opt.zero_grad()
+        z = xs @ w + b
+        loss = (sample_w * torch.nn.functional.binary_cross_entropy_with_logits(z, yt, reduction="none")).sum()
+        loss = loss + l2 * (w @ w) / 2
+        loss.backward()
+        return loss
+
+    opt.step(closure)
+    return mean.astype(np.float32), scale.astype(np.float32), w.detach().numpy().astype(np.float32), float(b.item())
+
+
+def train(
+    engine: Any,
+    model: str,
+    sentences: Iterable[str],
+    system_prompt: str,
+    *,
+    l2_values: Sequence[float] = (1e-3, 1e-2, 1e-1),
+    seed: int = 0,
+    log=lambda *_: None,
+) -> EOUHeadWeights:
+    """Train a head for `engine`'s model on complete `sentences` and their cuts (see module docstring).
+
+    The L2 strength is chosen on a held-out fifth of the sentences (split by sentence), then the head
+    is refit on all. The chat context is [system_prompt, user text], as in a first turn.
+    """
+    started = time.perf_counter()
+    sentences = [s for s in sentences if _strip(s)]
+    if len(sentences) < 10:
+        raise ValueError(f"need at least 10 training sentences, got {len(sentences)}")
+    head = EOUHead(engine, _placeholder(engine, model))
+    messages = [{"role": "system", "content": system_prompt}]
+    rows: list[tuple[int, np.ndarray, int]] = []
+    for i, sentence in enumerate(sentences):
+        for hidden, _p, label in _sentence_features(head, messages, sentence):
+            rows.append((i, hidden, label))
+        if (i + 1) % 50 == 0:
+            log(f"  features: {i + 1}/{len(sentences)} utterances")
+    group = np.array([g for g, _, _ in rows])
+    x = np.stack([h for _, h, _ in rows]).astype(np.float64)
+    y = np.array([lab for _, _, lab in rows], np.float64)
+    rng = np.random.default_rng(seed)
+    held = rng.permutation(len(sentences))[: max(len(sentences) // 5, 2)]
+    is_held = np.isin(group, held)
+    best = None
+    for l2 in l2_values:
+        mean, scale, w, b = fit_logistic(x[~is_held], y[~is_held], l2)
+        heldout = EOUHeadWeights(model, mean, scale, w, b).probability(x[is_held])
+        score = auc(heldout, y[is_held])
+        log(f"  l2={l2:g}: held-out AUC {score:.3f}")
+        if best is None or score > best[1]:
+            best = (l2, score)
+    mean, scale, w, b = fit_logistic(x, y, best[0])
+    info = {
+        "sentences": len(sentences), "examples": int(len(y)), "positives": int(y.sum()), "l2": best[0],
+        "heldout_auc": round(best[1], 4), "system_prompt_chars": len(system_prompt),
+        "train_s": round(time.perf_counter() - started, 1),
+    }
+    return EOUHeadWeights(model, mean, scale, w, b, info)
+
+
+def _placeholder(engine: Any, model: str) -> EOUHeadWeights:
+    d = int(engine.model.config.hidden_size)
+    return EOUHeadWeights(model, np.zeros(d, np.float32), np.ones(d, np.float32), np.zeros(d, np.float32), 0.0)
+
+
+def evaluate(head: EOUHead, texts: Iterable[str], system_prompt: str) -> dict[str, Any]:
+    """Separation on complete `texts` (>= 4 words) vs their cuts: AUC of the head and of the raw
+    end-of-turn token probability, for the cut at the middle word gap (what the bench's pause set
+    does) and for all cuts."""
+    messages = [{"role": "system", "content": system_prompt}]
+    mid_head, mid_token, mid_y, all_head, all_token, all_y = [], [], [], [], [], []
+    for text in texts:
+        words = _strip(text).split()
+        if len(words) < 4:
+            continue
+        for k, (cut, label) in enumerate(cut_examples(text), 1):
+            h = head.estimate(messages, cut).probability
+            t = head.last_token_probability
+            all_head.append(h)
+            all_token.append(t)
+            all_y.append(label)
+            if label or k == len(words) // 2:
+                mid_head.append(h)
+                mid_token.append(t)
+                mid_y.append(label)
+    return {
+        "utterances": int(sum(mid_y)),
+        "auc_head_middle_cut": round(auc(mid_head, mid_y), 4),
+        "auc_token_middle_cut": round(auc(mid_token, mid_y), 4),
+        "auc_head_all_cuts": round(auc(all_head, all_y), 4),
+        "auc_token_all_cuts": round(auc(all_token, all_y), 4),
+    }

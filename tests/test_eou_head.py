@@ -1,0 +1,142 @@
+"""The EOU head (headstart/llm/eou_head.py): training pieces on synthetic data (fast), and the packaged
+head on SmolLM2-135M, the small real model (slow)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from headstart.config import LLMConfig, ThreadPlan
+from headstart.llm import eou_head as H
+
+SYSTEM = [{"role": "system", "content": LLMConfig().system_prompt}]
+# not in the training sentences (headstart/llm/eou_heads/sentences.txt)
+COMPLETE_AND_CUT = [
+    ("Could you find me a good Italian restaurant nearby", "Could you find me a good Italian"),
+    ("Please switch off the radio in the bathroom", "Please switch off the radio in"),
+    ("How many legs does a spider have", "How many legs does a"),
+    ("The students went home after the lesson", "The students went home after the"),
+    ("My brother bought a new bicycle last week", "My brother bought a new"),
+]
+
+
+def test_cut_examples_strip_punctuation_and_label_only_the_whole_utterance():
+    assert H.cut_examples("Go home, now.") == [("Go", 0), ("Go home", 0), ("Go home, now", 1)]
+    assert H.cut_examples("Hi!") == [("Hi", 1)]
+    assert H.cut_examples(" ... ") == []
+
+
+def test_auc_matches_the_pairwise_definition_with_ties():
+    rng = np.random.default_rng(0)
+    scores = rng.integers(0, 5, 40).astype(float)
+    labels = rng.integers(0, 2, 40)
+    pos = scores[labels == 1]
+    neg = scores[labels == 0]
+    pairs = [(p > n) + 0.5 * (p == n) for p, n in itertools.product(pos, neg)]
+    assert H.auc(scores, labels) == pytest.approx(np.mean(pairs))
+    assert np.isnan(H.auc([0.1, 0.2], [1, 1]))
+
+
+def test_fit_logistic_separates_and_weights_round_trip(tmp_path):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((300, 8)) * rng.uniform(0.1, 10, 8)
+    y = (x[:, 2] / 10 - x[:, 5] > 0).astype(float)
+    mean, scale, w, b = H.fit_logistic(x, y, l2=1e-3)
+    weights = H.EOUHeadWeights("toy", mean, scale, w, b, {"note": "x"})
+    p = weights.probability(x)
+    assert p.shape == (300,) and H.auc(p, y) > 0.98
+    assert 0.0 < weights.probability(x[0]) < 1.0
+    path = weights.save(tmp_path / "toy.npz")
+    back = H.EOUHeadWeights.load(path)
+    assert back.model == "toy" and back.info == {"note": "x"} and back.hidden_size == 8
+    np.testing.assert_allclose(back.probability(x), p, rtol=1e-5)
+
+
+def test_bad_head_files_give_clear_errors(tmp_path, monkeypatch):
+    with pytest.raises(FileNotFoundError):
+        H.EOUHeadWeights.load(tmp_path / "missing.npz")
+    (tmp_path / "junk.npz").write_bytes(b"not a zip")
+    with pytest.raises(ValueError, match="not an EOU head"):
+        H.EOUHeadWeights.load(tmp_path / "junk.npz")
+    monkeypatch.setenv("HEADSTART_CACHE", str(tmp_path))
+    with pytest.raises(FileNotFoundError, match="headstart llm train-eou --model no-such-model"):
+        H.load_weights("no-such-model")
+
+
+def test_packaged_head_for_smollm2_and_the_cache_copy_wins(tmp_path, monkeypatch):
+    monkeypatch.setenv("HEADSTART_CACHE", str(tmp_path))
+    packaged = H.load_weights("smollm2-135m")
+    assert packaged.model == "smollm2-135m" and packaged.hidden_size == 576
+    assert packaged.info["heldout_auc"] > 0.9
+    d = packaged.hidden_size
+    H.EOUHeadWeights("smollm2-135m", np.zeros(d), np.ones(d), np.zeros(d), 0.0, {"mine": 1}).save(
+        H.weights_path("smollm2-135m"))
+    assert H.load_weights("smollm2-135m").info == {"mine": 1}
+    assert len(H.packaged_sentences()) >= 200
+
+
+# -- the real model -------------------------------------------------------------------------------------
+@pytest.fixture(scope="module")
+def engine():
+    from headstart.llm.engine import LLMEngine
+    from headstart.models import ModelNotPreparedError
+
+    try:
+        return LLMEngine.from_config(LLMConfig(model="smollm2-135m"), ThreadPlan())
+    except ModelNotPreparedError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.slow
+def test_packaged_head_tells_complete_from_cut_and_reuses_the_cache(engine):
+    head = H.EOUHead.load(engine, "smollm2-135m")
+    wins = 0
+    for complete, cut in COMPLETE_AND_CUT:
+        p_complete = head.probability(SYSTEM, complete + ".")  # Whisper's period is ignored
+        p_cut = head.probability(SYSTEM, cut + ".")
+        assert 0.0 <= p_cut <= 1.0 and 0.0 <= p_complete <= 1.0
+        wins += p_complete > p_cut
+    assert wins >= 4, wins
+    assert head.estimate(SYSTEM, "  . ").probability == 0.0
+    head.probability(SYSTEM, "How many legs does a")
+    grown = head.estimate(SYSTEM, "How many legs does a spider")
+    assert grown.num_computed <= 3  # only the new tokens (and the one recomputed for logits)
+    assert head.last_token_probability is not None and 0.0 <= head.last_token_probability <= 1.0
+
+
+@pytest.mark.slow
+def test_one_forward_gives_the_same_features_as_a_forward_per_cut(engine):
+    head = H.EOUHead.load(engine, "smollm2-135m")
+    text = "Please switch off the radio in the bathroom"
+    shared = H._sentence_features(head, SYSTEM, text)
+    assert [label for _, _, label in shared] == [0] * 7 + [1]
+    for (hidden, _, _), (cut, _) in zip(shared, H.cut_examples(text)):
+        engine.reset()
+        alone = head.features(SYSTEM, cut).hidden[-1]
+        np.testing.assert_allclose(hidden, alone, atol=2e-3, rtol=1e-3)
+
+
+@pytest.mark.slow
+def test_train_on_a_few_sentences_and_a_mismatched_head_is_refused(engine):
+    sentences = H.packaged_sentences()[:12]
+    weights = H.train(engine, "smollm2-135m", sentences, LLMConfig().system_prompt, l2_values=(0.1,))
+    assert weights.hidden_size == 576 and weights.info["sentences"] == 12
+    assert weights.info["examples"] > 12 and weights.info["positives"] == 12
+    with pytest.raises(ValueError, match="hidden size"):
+        H.EOUHead(engine, H.EOUHeadWeights("other", np.zeros(8), np.ones(8), np.zeros(8), 0.0))
+    with pytest.raises(ValueError, match="at least 10"):
+        H.train(engine, "smollm2-135m", ["Hello there."], "sys")
+
+
+@pytest.mark.slow
+def test_head_separates_the_bench_transcripts_better_than_chance_and_reports_both(engine):
+    from headstart.bench.data import recordings
+
+    head = H.EOUHead.load(engine, "smollm2-135m")
+    texts = [r.text for r in recordings()][:16]
+    report = H.evaluate(head, texts, LLMConfig().system_prompt)
+    assert report["utterances"] >= 8
+    assert report["auc_head_middle_cut"] > 0.75, report
+    assert 0.0 <= report["auc_token_middle_cut"] <= 1.0
