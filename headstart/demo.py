@@ -63,13 +63,17 @@ def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
                         help="partial transcripts do not prefill the KV cache (ablation)")
     parser.add_argument("--no-preemptive", action="store_true",
                         help="no held reply before the end of turn (ablation)")
+    parser.add_argument("--eou", choices=("llm", "head", "none"), default=SessionConfig().eou,
+                        help="end-of-utterance signal for endpointing and the head start: the chat LLM's "
+                        "end-of-turn token (llm), a trained head (head), or none (punctuation, fixed silence)")
 
 
 def session_config_from_args(args: argparse.Namespace, base: SessionConfig | None = None) -> SessionConfig:
     """The SessionConfig the head-start flags of `add_head_start_argument` ask for."""
     return replace(base or SessionConfig(), head_start=not getattr(args, "no_head_start", False),
                    incremental_prefill=not getattr(args, "no_incremental_prefill", False),
-                   preemptive=not getattr(args, "no_preemptive", False))
+                   preemptive=not getattr(args, "no_preemptive", False),
+                   eou=getattr(args, "eou", None) or SessionConfig().eou)
 
 
 @dataclass
@@ -303,7 +307,7 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
         }
         if timeline is not None:
             for key in ("preemptive_lead_s", "held_tokens", "held_audio_s", "preemptive_hits", "preemptive_misses",
-                        "preemptive_wasted_tokens"):
+                        "preemptive_wasted_tokens", "eou_probability", "eou_computed", "eou_compute_s"):
                 if key in timeline.extra:
                     row[key] = timeline.extra[key]
         if user_turn.reference is not None:
@@ -367,8 +371,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     models = {"asr": config.asr.model, "llm": config.llm.model, "tts": config.tts.engine, "vad": config.vad.engine}
     summary = report(results, turns, models, args.fast, args.quiet)
     summary["head_start"] = config.session.head_start
-    summary["incremental_prefill"] = config.session.head_start and config.session.incremental_prefill
-    summary["preemptive"] = config.session.head_start and config.session.preemptive
+    # the switches in force ("preemptive" itself is the first turn's outcome: hit/miss/none)
+    summary["incremental_prefill_on"] = config.session.head_start and config.session.incremental_prefill
+    summary["preemptive_on"] = config.session.head_start and config.session.preemptive
+    summary["eou"] = config.session.eou
     summary["reply_wav"] = str(args.out) if audio.size else None
     print(json.dumps(summary, ensure_ascii=False))
     return 0

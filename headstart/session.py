@@ -27,7 +27,16 @@ is synthesised but nothing leaves. At the end of turn a `Release` (the final tra
 sends the outbox and the audio at once; any other outcome cancels it (LLM, TTS, task) and the reply is
 generated from the turn's LiveTurn as usual. Resumed speech, a changed text, no words, clear and
 reset drop it too. `TurnCompleted.timeline.extra` carries `preemptive` ("hit"/"miss"/"none") and the
-session's counters.
+session's counters. Switches: `SessionConfig.head_start` (master), `.incremental_prefill`, `.preemptive`.
+
+The EOU signal (`SessionConfig.eou`, default "llm": `Components.eou_model`) is estimated on the llm
+thread on the engine's KV cache (the prompt prefix the incremental prefill holds is reused), only while
+the user is silent: at the VAD's end of speech for the latest partial, and when the listener asks (a
+partial or final that lands in the silence). Each text is estimated once per utterance. The probability
+goes to the listener's endpointer (less silence needed when the text reads complete) and to the head
+start (a held reply starts on it). LLM priority on the one llm thread: a confirmed reply first; an EOU
+job that finds one waiting, or whose utterance moved on (speech resumed, turn ended), computes nothing;
+a confirmed reply drops the other sessions' held replies that are still generating.
 """
 
 from __future__ import annotations
@@ -757,6 +766,16 @@ class Session:
 
     def _messages(self) -> list[dict[str, str]]:
         system = {"role": "system", "content": self._config.llm.system_prompt}
+        # --- bounded history (partial, llm/history.py): whole old turns dropped between turns ---
+        if self._config.llm.max_history_tokens is not None:
+            if getattr(self, "_history_window", None) is None:
+                from headstart.llm.history import TurnWindow, approx_token_count
+
+                tok = getattr(self._components.llm, "tokenizer", None)
+                count = (lambda t: len(tok(t, add_special_tokens=False)["input_ids"])) if tok else approx_token_count
+                self._history_window = TurnWindow(self._config.llm.max_history_tokens, count)
+            return self._history_window.select([system, *self.history])
+        # --- end bounded history ---
         return [system, *self.history]
 
     async def _run_reply(self, reply: Reply) -> None:

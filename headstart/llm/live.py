@@ -2,6 +2,14 @@
 cache while the user speaks, a reply can be started and held on a hypothesis, and the confirmed
 reply at end of turn streams like any `ReplyStream`.
 
+Which path the session uses: `update` on every partial, and for the preemptive reply `reply(hypothesis)`
+inside a *held* session Reply (headstart/session.py): its tokens are generated and its first clause is
+synthesised ahead, none of it leaves until the end of turn confirms the hypothesis (else it is
+cancelled and the turn's reply is generated from a new LiveTurn). `preempt` (tokens held here, adopted by
+`reply` on equal prompt tokens) is the LLM-only form, for callers without a TTS stage (the LLM benchmark's
+turn simulation uses its synchronous twin, `TurnState.preempt`); the session does not use it because
+held tokens alone cannot be synthesised ahead.
+
 All model work runs on the single "llm" executor. Confirmed work has priority over preemptive work:
 a held reply is generated one token per executor job, and each job first checks whether the turn
 was confirmed (or closed), so a confirmed reply waits for at most one token step. Partial updates
