@@ -386,3 +386,50 @@ def evaluate(head: EOUHead, texts: Iterable[str], system_prompt: str) -> dict[st
         "auc_head_all_cuts": round(auc(all_head, all_y), 4),
         "auc_token_all_cuts": round(auc(all_token, all_y), 4),
     }
+
+
+# -- command line: `headstart llm train-eou --model NAME` (also `python -m headstart.llm.eou_head`) ------
+def add_arguments(parser: Any) -> None:
+    """The `train-eou` options."""
+    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="LLM preset (or folder) the head is for")
+    parser.add_argument("--sentences", default=None,
+                        help="a text file of complete utterances, one per line (default: the packaged set)")
+    parser.add_argument("--out", default=None, help="where to write the head (default: the cache, which wins over the packaged head)")
+    parser.add_argument("--evaluate-bench", action="store_true",
+                        help="also report AUC on the bench transcripts (complete vs cut), head vs raw token probability")
+
+
+def run_from_args(args: Any) -> int:
+    """Train (and save) a head; prints progress, then one JSON line. Returns the exit status."""
+    from headstart.config import LLMConfig, ThreadPlan
+    from headstart.llm.engine import LLMEngine
+    from headstart.models import ModelError
+
+    try:
+        sentences = (
+            [s.strip() for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip() and not s.startswith("#")]
+            if args.sentences else packaged_sentences()
+        )
+        config = LLMConfig(model=args.model)
+        engine = LLMEngine.from_config(config, ThreadPlan(torch_threads=1))
+        weights = train(engine, args.model, sentences, config.system_prompt, log=print)
+    except (FileNotFoundError, ValueError, ModelError) as exc:
+        print(f"train-eou: {exc}")
+        return 2
+    out = weights.save(args.out or weights_path(args.model))
+    result: dict[str, Any] = {"model": args.model, "path": str(out), **weights.info}
+    if args.evaluate_bench:
+        from headstart.bench.data import recordings
+
+        result.update(evaluate(EOUHead(engine, weights), [r.text for r in recordings()], config.system_prompt))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    import argparse
+    import sys
+
+    _parser = argparse.ArgumentParser(prog="python -m headstart.llm.eou_head", description="train the EOU head")
+    add_arguments(_parser)
+    sys.exit(run_from_args(_parser.parse_args()))

@@ -12,6 +12,9 @@ Events, in the order a consumer sees them for one utterance:
 * Partials re-transcribe the whole utterance so far, whenever the ASR worker is free and at least
   `ASRConfig.min_new_audio_s` of new audio has come (audio time). At most one pass is ever in flight and
   nothing queues up, so `push()` never waits for the ASR. `committed` text (LocalAgreement-n) only grows.
+* Early final: once the VAD has heard `ASRConfig.early_final_s` of silence after speech (before its
+  `min_silence_s` confirms the end), a pass starts if the ASR is free; a pass that heard the utterance
+  up to its padded end minus `ASRConfig.final_slack_s` (the VAD's padding is non-speech) is its final.
 * The final transcript comes from the first pass whose audio reaches the VAD's (padded) speech end: a
   pass started as soon as the VAD reports the end (not at the end-of-turn decision), or one already
   running or finished that heard it all (the VAD decides the end `min_silence_s` after the speech, so
@@ -156,6 +159,10 @@ class Listener:
     ) -> None:
         if config.min_new_audio_s < 0:
             raise ValueError(f"ASRConfig.min_new_audio_s must be >= 0, got {config.min_new_audio_s}")
+        if config.early_final_s is not None and not config.early_final_s > 0:
+            raise ValueError(f"ASRConfig.early_final_s must be > 0 or None, got {config.early_final_s}")
+        if not config.final_slack_s >= 0:
+            raise ValueError(f"ASRConfig.final_slack_s must be >= 0, got {config.final_slack_s}")
         self._vad = vad
         self._asr = asr
         self._endpointer = endpointer

@@ -1,0 +1,105 @@
+"""The final transcript without waiting: a pass started at the silence onset serves as the final
+(ASRConfig.early_final_s / final_slack_s), EOU scores are not asked twice for one text, and the
+endpointer reads the thresholds of its EOU scorer. Real Silero VAD on a real recording, fake ASR."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from headstart.config import ASRConfig, EndpointConfig
+from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded
+from headstart.voice.endpoint import Endpointer, eou_thresholds, required_silence_s
+from headstart.voice.listener import make_asr_executor
+from tests.test_listener import EnergyASR, check_turn_shape, recording, run_listener, silence
+from tests.test_voice_listener_eou import WordCountScorer, listener
+
+
+@pytest.fixture(scope="module")
+def sentence() -> np.ndarray:
+    return recording("pocketsphinx_librivox/librivox-0880.wav")
+
+
+@pytest.fixture
+def executor():
+    ex = make_asr_executor()
+    yield ex
+    ex.shutdown(wait=True)
+
+
+def run(sentence, executor, **asr_kwargs):
+    asr = EnergyASR()
+    # min_new_audio_s 30: no cadence passes, only the early one and the final
+    config = ASRConfig(min_new_audio_s=30.0, **asr_kwargs)
+    audio = np.concatenate([sentence, silence(2.0)])
+    events = asyncio.run(run_listener(listener(asr, executor, endpoint=EndpointConfig(semantic=False), asr_config=config), audio))
+    check_turn_shape(events)
+    return asr, events
+
+
+def test_a_pass_started_at_the_silence_onset_is_the_final(sentence, executor):
+    asr, events = run(sentence, executor)
+    ended = next(e for e in events if isinstance(e, SpeechEnded))
+    final = next(e for e in events if isinstance(e, FinalTranscript))
+    # early passes also start at word gaps (the speech might end there); none after the VAD confirmed
+    # the end: the last one, started at the real silence onset, is the final
+    stops = [offset_s + length_s for offset_s, length_s, _ in asr.calls]
+    assert all(stop < ended.audio_s for stop in stops)
+    stop_s = stops[-1]
+    # it heard everything but (part of) the VAD's 0.1 s padding, and started before the VAD's
+    # min_silence_s (0.25 s) confirmed the end
+    assert ended.audio_s - 0.05 - 1e-6 <= stop_s < ended.audio_s
+    assert final.audio_end_s == pytest.approx(ended.audio_s) and final.text
+
+
+def test_without_the_early_pass_the_final_pass_starts_at_the_confirmed_end(sentence, executor):
+    asr, events = run(sentence, executor, early_final_s=None)
+    ended = next(e for e in events if isinstance(e, SpeechEnded))
+    assert len(asr.calls) == 1
+    offset_s, length_s, _ = asr.calls[0]
+    assert offset_s + length_s == pytest.approx(ended.audio_s, abs=1e-3)
+    early_asr, early_events = run(sentence, executor)
+    texts = [next(e for e in ev if isinstance(e, FinalTranscript)).text for ev in (events, early_events)]
+    assert texts[0] == texts[1]
+
+
+def test_no_slack_means_the_early_pass_is_only_a_partial(sentence, executor):
+    asr, events = run(sentence, executor, final_slack_s=0.0)
+    ended = next(e for e in events if isinstance(e, SpeechEnded))
+    assert len(asr.calls) >= 2
+    assert asr.calls[-1][0] + asr.calls[-1][1] == pytest.approx(ended.audio_s, abs=1e-3)
+
+
+def test_the_final_repeating_the_last_partial_is_not_scored_again(sentence, executor):
+    scorer = WordCountScorer(100)
+    audio = np.concatenate([sentence, silence(3.0)])
+    events = asyncio.run(run_listener(listener(EnergyASR(), executor, scorer=scorer), audio))
+    check_turn_shape(events)
+    final = next(e for e in events if isinstance(e, FinalTranscript))
+    assert final.text in scorer.texts
+    assert len(scorer.texts) == len(set(scorer.texts)), scorer.texts
+    eot = next(e for e in events if isinstance(e, EndOfTurn))
+    assert eot.eou_probability == pytest.approx(1e-9)  # the cached score of the final text was used
+
+
+def test_thresholds_follow_the_eou_scorer():
+    head, token = EndpointConfig(), EndpointConfig(eou_scorer="token")
+    assert eou_thresholds(head) == (head.eou_low, head.eou_high)
+    assert eou_thresholds(token) == (token.token_eou_low, token.token_eou_high)
+    # a raw token probability of 1e-4 reads complete on the token scale, cut off on the head's
+    assert required_silence_s(token, 1e-4) == token.min_silence_s
+    assert required_silence_s(head, 1e-4) == head.max_silence_s
+    assert required_silence_s(head, 0.9) == head.min_silence_s
+    assert head.min_silence_s < required_silence_s(head, 0.4) < head.max_silence_s
+    with pytest.raises(ValueError, match="eou_scorer"):
+        Endpointer(EndpointConfig(eou_scorer="magic"))
+    with pytest.raises(ValueError, match="token_eou_low"):
+        Endpointer(EndpointConfig(token_eou_low=0.5, token_eou_high=0.1))
+
+
+@pytest.mark.parametrize("kwargs", [{"early_final_s": 0.0}, {"early_final_s": -1.0}, {"final_slack_s": -0.01}])
+def test_bad_early_final_settings(executor, kwargs):
+    with pytest.raises(ValueError, match=next(iter(kwargs))):
+        listener(EnergyASR(), executor, asr_config=ASRConfig(**kwargs))
