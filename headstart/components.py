@@ -50,14 +50,15 @@ class Components:
         It has `probability(messages_before, text) -> float` in [0, 1] (the user's turn is complete
         after `text`), synchronous: call it on `llm_executor` only, since it uses the chat engine's
         KV cache (the prefix the session's incremental prefill holds is reused).
-        "llm": headstart/llm/eou.py (the chat model's end-of-turn token); "head": the trained head
-        for this model (headstart/llm/eou_head.py, `EOUHead.load`), None when it has none.
+        "token" (alias "llm"): headstart/llm/eou.py (the chat model's end-of-turn token); "head": the
+        trained head for this model (headstart/llm/eou_head.py, `EOUHead.load`), None when it has none.
 
         Raises:
             ValueError: an unknown kind.
         """
-        if kind not in ("llm", "head", "none"):
-            raise ValueError(f"unknown EOU model {kind!r}: expected 'llm', 'head' or 'none'")
+        kind = "token" if kind == "llm" else kind
+        if kind not in ("token", "head", "none"):
+            raise ValueError(f"unknown EOU model {kind!r}: expected 'head', 'token' ('llm') or 'none'")
         with self._eou_lock:
             if kind not in self._eou_models:
                 self._eou_models[kind] = _make_eou_model(kind, self.llm, self.config.llm.model)

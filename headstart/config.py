@@ -181,14 +181,16 @@ class SessionConfig:
     preemptive: bool = True  # a held reply may start before the end of turn (needs head_start)
     preempt_min_words: int = 2  # shorter texts get no held reply
     # EOU probability from which a held reply starts once the user is silent. None: a quarter of the way
-    # (log scale) from the endpointer's eou_low to its eou_high, so it follows the scale the endpointer is
-    # tuned to (token probability or trained head) and work starts while the endpointer still waits. With
-    # the token probability (1e-7..1e-4: 5.6e-7) on the bench set, qwen2.5-coder-0.5b: ~78 % of complete
-    # sentences and ~25 % of the same cut in half reach it (a miss costs only LLM time).
+    # (log scale) from the endpointer's low to its high threshold for the scorer in use, so it follows
+    # that scale and work starts while the endpointer still waits. With the token probability
+    # (1e-7..1e-4: 5.6e-7) on the bench set, qwen2.5-coder-0.5b: ~78 % of complete sentences and ~25 % of
+    # the same cut in half reach it (a miss costs only LLM time).
     preempt_eou_threshold: float | None = None
-    # the end-of-utterance model (Components.eou_model): "llm" (the chat model's end-of-turn token),
-    # "head" (a trained head, where one is available) or "none" (punctuation rule, fixed silence)
-    eou: str = "llm"
+    # the end-of-utterance signal the session computes (Components.eou_model) for endpointing and the
+    # head start: "auto" (EndpointConfig.eou_scorer, falling back from "head" to "token" when this LLM
+    # has no trained head), "head", "token" (alias "llm": the chat model's end-of-turn token) or "none"
+    # (punctuation rule for the head start, fixed silence for the endpointer)
+    eou: str = "auto"
 
 
 @dataclass(frozen=True, slots=True)

@@ -63,9 +63,11 @@ def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
                         help="partial transcripts do not prefill the KV cache (ablation)")
     parser.add_argument("--no-preemptive", action="store_true",
                         help="no held reply before the end of turn (ablation)")
-    parser.add_argument("--eou", choices=("llm", "head", "none"), default=SessionConfig().eou,
-                        help="end-of-utterance signal for endpointing and the head start: the chat LLM's "
-                        "end-of-turn token (llm), a trained head (head), or none (punctuation, fixed silence)")
+    parser.add_argument("--eou", choices=("auto", "head", "token", "llm", "none"), default=SessionConfig().eou,
+                        help="end-of-utterance signal for endpointing and the head start: a trained head on "
+                        "the LLM's hidden state (head), the LLM's end-of-turn token probability (token, alias "
+                        "llm), auto (head where this LLM has one, else token) or none (punctuation, fixed "
+                        "silence); default: auto")
 
 
 def session_config_from_args(args: argparse.Namespace, base: SessionConfig | None = None) -> SessionConfig:

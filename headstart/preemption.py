@@ -72,10 +72,13 @@ class HeadStartStats:
 
 def preempt_threshold(config: SessionConfig, endpoint: EndpointConfig) -> float:
     """The EOU probability from which a held reply starts: `config.preempt_eou_threshold`, or (None) a
-    quarter of the way from `endpoint.eou_low` to `endpoint.eou_high` on a log scale."""
+    quarter of the way from the endpointer's low to its high threshold for its `eou_scorer`
+    (`headstart.voice.endpoint.eou_thresholds`) on a log scale."""
+    from headstart.voice.endpoint import eou_thresholds
+
     if config.preempt_eou_threshold is not None:
         return float(config.preempt_eou_threshold)
-    low, high = max(endpoint.eou_low, 1e-12), max(endpoint.eou_high, 1e-12)
+    low, high = (max(x, 1e-12) for x in eou_thresholds(endpoint))
     return math.exp(math.log(low) + 0.25 * (math.log(high) - math.log(low)))
 
 

@@ -29,7 +29,7 @@ generated from the turn's LiveTurn as usual. Resumed speech, a changed text, no 
 reset drop it too. `TurnCompleted.timeline.extra` carries `preemptive` ("hit"/"miss"/"none") and the
 session's counters. Switches: `SessionConfig.head_start` (master), `.incremental_prefill`, `.preemptive`.
 
-The EOU signal (`SessionConfig.eou`, default "llm": `Components.eou_model`) is estimated on the llm
+The EOU signal (`SessionConfig.eou`, default "auto": `resolve_eou`, `Components.eou_model`) is estimated on the llm
 thread on the engine's KV cache (the prompt prefix the incremental prefill holds is reused), only while
 the user is silent: at the VAD's end of speech for the latest partial, and when the listener asks (a
 partial or final that lands in the silence). Each text is estimated once per utterance. The probability
@@ -144,10 +144,9 @@ class Session:
         self._frame_s = audio_frame_s
         self._echo = EchoDetector() if echo is True else (echo or None)
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
-        self._eou_model = None
+        self._eou_model, self._endpoint_config = None, self._config.endpoint
         if eou_scorer is _FROM_CONFIG:
-            eou_model = getattr(components, "eou_model", None)
-            self._eou_model = eou_model(self._config.session.eou) if eou_model is not None else None
+            self._eou_model, self._endpoint_config = resolve_eou(components, self._config)
             eou_scorer = self._llm_eou if self._eou_model is not None else None
         self._eou_scorer = eou_scorer
         self._eou_cache: dict[str, asyncio.Future] = {}  # this utterance's EOU estimates by text
@@ -156,7 +155,7 @@ class Session:
         sessions = getattr(components, "sessions", None)
         if sessions is not None:
             sessions.add(self)
-        self.head_start = PreemptionPolicy(self._clock, self._config.session, self._config.endpoint)
+        self.head_start = PreemptionPolicy(self._clock, self._config.session, self._endpoint_config)
         self._live = None  # LiveTurn: incremental prefill of the user turn in progress
         self._live_messages: list[dict[str, str]] | None = None  # the chat it was opened on
         self._held: Reply | None = None  # the preemptive reply, generated and held
@@ -179,7 +178,7 @@ class Session:
         from headstart.voice.vad import create_vad
 
         c = self._components
-        return Listener(create_vad(self._config.vad), c.asr, Endpointer(self._config.endpoint),
+        return Listener(create_vad(self._config.vad), c.asr, Endpointer(self._endpoint_config),
                         self._config.asr, c.asr_executor,
                         eou_scorer=self._score_eou if self._eou_scorer is not None else None)
 
@@ -889,6 +888,26 @@ class Session:
                 await reply.resume.wait()
                 continue
             await self._clock.sleep(min(ahead_s - self._lead_s, 0.1))
+
+
+def resolve_eou(components, config) -> tuple[object | None, object]:
+    """(the EOU model `config.session.eou` asks for or None, the EndpointConfig whose `eou_scorer` says
+    which thresholds its probabilities need). "auto" takes `config.endpoint.eou_scorer` and falls back
+    from "head" to "token" when this LLM has no trained head (the endpointer then uses the token
+    thresholds, so a probability is never read on the wrong scale)."""
+    from dataclasses import replace
+
+    endpoint, kind = config.endpoint, config.session.eou
+    get = getattr(components, "eou_model", None)
+    if get is None or kind == "none":
+        return None, endpoint
+    kinds = {"auto": [endpoint.eou_scorer] + (["token"] if endpoint.eou_scorer == "head" else []),
+             "llm": ["token"]}.get(kind, [kind])
+    for candidate in kinds:
+        model = get(candidate)
+        if model is not None:
+            return model, replace(endpoint, eou_scorer=candidate)
+    return None, endpoint
 
 
 @dataclass(frozen=True, slots=True)

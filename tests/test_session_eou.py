@@ -34,7 +34,7 @@ class FakeListener:
         self.pushed.append(probability)
 
 
-def make(monkeypatch, model: RecordingEOU, **session):
+def make(monkeypatch, model: RecordingEOU, kinds=("head", "token"), **session):
     import headstart.llm.live as live_module
     from headstart.session import Session
 
@@ -44,7 +44,7 @@ def make(monkeypatch, model: RecordingEOU, **session):
     monkeypatch.setattr(Session, "_run_reply", lambda self, reply: asyncio.sleep(3600))
     config = replace(PipelineConfig(), session=SessionConfig(**session))
     components = Components(config=config, asr=None, llm=FakeEngine(), tts=None)
-    monkeypatch.setattr(Components, "eou_model", lambda self, kind: model if kind != "none" else None)
+    monkeypatch.setattr(Components, "eou_model", lambda self, kind: model if kind in kinds else None)
     return Session, components
 
 
@@ -55,7 +55,7 @@ async def drain(session) -> None:
 
 
 def test_speech_end_scores_the_latest_partial_and_feeds_endpointer_and_head_start(monkeypatch):
-    model = RecordingEOU(0.01)  # above preempt_eou_threshold
+    model = RecordingEOU(0.6)  # the trained head's scale (EndpointConfig.eou_low/high): reads complete
     Session, components = make(monkeypatch, model)
 
     async def main():
@@ -68,10 +68,10 @@ def test_speech_end_scores_the_latest_partial_and_feeds_endpointer_and_head_star
         assert session._held is None
         await drain(session)
         assert model.calls == ["turn on the lights"]
-        assert session._listener.pushed == [0.01]
+        assert session._listener.pushed == [0.6]
         assert session._held is not None and session._held.hypothesis == "turn on the lights"
         # the listener asking for the same text (its final) gets the shared estimate, no second call
-        assert await session._score_eou("turn on the  lights") == 0.01 and len(model.calls) == 1
+        assert await session._score_eou("turn on the  lights") == 0.6 and len(model.calls) == 1
         await session.aclose()
 
     try:
@@ -81,7 +81,7 @@ def test_speech_end_scores_the_latest_partial_and_feeds_endpointer_and_head_star
 
 
 def test_a_low_probability_holds_nothing_and_eou_none_disables_it(monkeypatch):
-    model = RecordingEOU(1e-9)
+    model = RecordingEOU(0.05)
     Session, components = make(monkeypatch, model)
 
     async def main():
@@ -142,5 +142,33 @@ def test_stale_and_low_priority_jobs_give_way(monkeypatch):
 
     try:
         asyncio.run(main())
+    finally:
+        components.close()
+
+
+def test_auto_falls_back_from_head_to_token_with_the_token_thresholds(monkeypatch):
+    from headstart.session import resolve_eou
+
+    model = RecordingEOU(1e-5)
+    Session, components = make(monkeypatch, model, kinds=("token",))  # this LLM has no trained head
+    try:
+        got, endpoint = resolve_eou(components, components.config)
+        assert got is model and endpoint.eou_scorer == "token"
+
+        async def main():
+            session = Session(components, clock=FakeClock())
+            assert session._endpoint_config.eou_scorer == "token"
+            assert 1e-7 < session.head_start.eou_threshold < 1e-5  # on the token scale
+            for event in (SpeechStarted(0.1), PartialTranscript("", "turn on the lights", 0.6), SpeechEnded(0.8)):
+                session._on_listener_event(event)
+            await drain(session)
+            assert session._held is not None  # 1e-5 reads complete on the token scale
+            await session.aclose()
+
+        asyncio.run(main())
+        head_only = replace(components.config, session=SessionConfig(eou="head"))
+        assert resolve_eou(components, head_only) == (None, head_only.endpoint)
+        legacy = replace(components.config, session=SessionConfig(eou="llm"))
+        assert resolve_eou(components, legacy)[1].eou_scorer == "token"
     finally:
         components.close()
