@@ -103,3 +103,33 @@ def test_thresholds_follow_the_eou_scorer():
 def test_bad_early_final_settings(executor, kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
         listener(EnergyASR(), executor, asr_config=ASRConfig(**kwargs))
+
+
+def test_a_stale_score_does_not_end_the_turn_while_the_final_text_is_scored():
+    from headstart.events import SpeechStarted
+
+    config = EndpointConfig(min_silence_s=0.0, max_silence_s=2.0)
+    ep = Endpointer(config)
+    ep.push(SpeechStarted(0.0))
+    ep.push_eou(0.95)  # a partial read complete
+    ep.push(SpeechEnded(1.0))
+    ep.await_eou()  # the listener: that score did not hear the speech end
+    assert ep.awaiting_eou and ep.required_silence_s == 2.0
+    assert ep.poll(1.5) is None
+    ep.push_eou(0.01)  # the final text reads cut off
+    assert not ep.awaiting_eou and ep.poll(2.5) is None
+    eot = ep.poll(3.0)
+    assert eot is not None and eot.eou_probability == 0.01
+    # complete final text: ends at once; awaiting is forgotten with the turn
+    ep.push(SpeechStarted(4.0))
+    ep.push(SpeechEnded(5.0))
+    ep.await_eou()
+    assert ep.poll(5.2) is None
+    ep.push_eou(0.9)
+    assert ep.poll(5.22) is not None and not ep.awaiting_eou
+    # semantic off: awaiting changes nothing
+    fixed = Endpointer(EndpointConfig(semantic=False, silence_s=0.5))
+    fixed.push(SpeechStarted(0.0))
+    fixed.push(SpeechEnded(1.0))
+    fixed.await_eou()
+    assert fixed.poll(1.5) is not None

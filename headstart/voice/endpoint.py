@@ -93,6 +93,7 @@ class Endpointer:
         self._silence_start_s: float | None = None
         self._last_s = 0.0
         self._eou: float | None = None
+        self._awaiting = False  # the EOU of the text up to the speech end is being computed
         self._last_word_end_s: float | None = None
         self._heard_until_s: float | None = None
         self.forced = False  # whether the last EndOfTurn came from the max_turn_s guard
@@ -113,8 +114,22 @@ class Endpointer:
 
     @property
     def required_silence_s(self) -> float:
-        """The silence after the speech end that ends the turn now."""
+        """The silence after the speech end that ends the turn now (`max_silence_s` while awaiting
+        the EOU of the text that covers the speech, see `await_eou`)."""
+        if self._awaiting and self.config.semantic:
+            return self.config.max_silence_s
         return required_silence_s(self.config, self._eou)
+
+    def await_eou(self) -> None:
+        """The EOU probability known now is stale (it scored text heard before the speech ended); until
+        the next `push_eou` the turn needs `max_silence_s` (so a mid-sentence pause is not ended on an
+        old score or on none). Ignored when no turn is open."""
+        if self._turn_start_s is not None:
+            self._awaiting = True
+
+    @property
+    def awaiting_eou(self) -> bool:
+        return self._awaiting
 
     def push(self, event: SpeechStarted | SpeechEnded) -> None:
         """Feed one VAD event (in stream order)."""
@@ -140,6 +155,7 @@ class Endpointer:
             raise ValueError(f"eou_probability must be in [0, 1], got {probability}")
         if self._turn_start_s is not None:
             self._eou = probability
+            self._awaiting = False
 
     def push_words(self, last_word_end_s: float | None, heard_until_s: float) -> None:
         """The recogniser has heard the stream up to `heard_until_s`; the turn's last recognised word
@@ -189,5 +205,6 @@ class Endpointer:
         # cut during speech: the speech goes on into a new turn
         self._turn_start_s = audio_s if forced and self._speaking else None
         self._eou = None
+        self._awaiting = False
         self._last_word_end_s = self._heard_until_s = None
         return EndOfTurn(audio_s=audio_s, eou_probability=1.0 if eou is None else eou)

@@ -319,6 +319,9 @@ class Listener:
         elif self._current is not None:
             self._current.end = sample
             self._emit(self._current, event)
+            if self._eou_scorer is not None and self._endpointer.config.semantic:
+                # scores of partials that did not hear the speech end are stale: wait for the final's
+                self._endpointer.await_eou()
 
     def _open(self, start: int) -> _Utterance:
         utterance = _Utterance(
@@ -500,9 +503,11 @@ class Listener:
         self._eou_task = self._eou_text = None
         if probability is not None:
             utterance.eou_cache[text] = probability
-        if utterance is self._current and not self._ended:
-            # a newer text scored before (cache) beats this one
+        if utterance is self._current and not self._ended and (utterance.end is None or text == utterance.final_text):
+            # (after the speech end only the final text's score counts; a newer cached score wins)
             self._endpointer.push_eou(utterance.eou_cache.get(utterance.eou_text, probability))
+        elif utterance is self._current and utterance.final_text is not None and utterance.final_text in utterance.eou_cache:
+            self._endpointer.push_eou(utterance.eou_cache[utterance.final_text])
             self._poll_endpointer()
             self._schedule()
         following, self._eou_next = self._eou_next, None
