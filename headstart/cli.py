@@ -74,6 +74,14 @@ def build_parser() -> argparse.ArgumentParser:
     mic.add_arguments(mc)
     mc.set_defaults(func=mic.run_from_args)
 
+    from headstart.llm import train_proposal
+
+    llm = sub.add_parser("llm", help="LLM tools: train-proposal (a proposal head for self-speculative decoding)")
+    llm_sub = llm.add_subparsers(dest="llm_command", required=True)
+    tp = llm_sub.add_parser("train-proposal", help="distil an early-exit proposal head from the model's own replies")
+    train_proposal.add_arguments(tp)
+    tp.set_defaults(func=train_proposal.run_from_args)
+
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)
     for name, help_text in BENCHES.items():

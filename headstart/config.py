@@ -142,6 +142,10 @@ class LLMConfig:
     speculate_k: int = 4
     # Preemptive reply: at most this many tokens are generated and held before end of turn.
     preemptive_max_tokens: int = 8
+    # Bounded history for long sessions (llm/history.py): the completed turns kept in the prompt, in
+    # tokens; older whole turns are dropped between turns (down to 75 %), the system prompt and the turn
+    # in progress always stay. None: keep everything.
+    max_history_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -121,6 +121,13 @@ class LLMEngine:
         return len(self._tokens)
 
     @property
+    def raw_cache(self) -> Any:
+        """The transformers cache object under `tokens`, for partial-layer drafting (selfspec.py): a
+        caller that appends positions to some of its layers must crop them back before the next
+        engine call (the engine checks the first layer's length against `tokens`)."""
+        return self._cache.raw
+
+    @property
     def revision(self) -> int:
         """A counter bumped every time positions are dropped (crop, reset, a failed forward). A token
         loop that remembers (revision, num_tokens) knows the cache is still the one it extended

@@ -1,0 +1,474 @@
+"""Distil a proposal head (proposal.py) from the model's own greedy replies, on CPU, in minutes.
+
+1. Data: the model answers varied spoken-style prompts greedily (our system prompt; everyday questions,
+   the bench's speech transcripts as user turns, follow-ups in a multi-turn chat). The generated ids
+   are cached on disk, keyed by the model and the prompt set, so a second run skips this step.
+2. Features: one teacher-forced forward per conversation gives, at every position after the shared
+   system prompt, the hidden state after each exit layer and the full model's next-token argmax and
+   final (normed) hidden state.
+3. Training: the adapter minimises cross-entropy against the full model's argmax plus KL to its
+   softmax (both over the head's vocabulary V' = the tokens the full model chose in the training data;
+   hard + soft distillation, Hinton et al. 2015), AdamW, a few epochs over the cached features.
+4. Report: top-1 agreement with the full model on held-out conversations (the bench's questions and
+   decode prompts plus every 8th prompt of ours), per exit layer, trained vs untrained early exit.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from headstart.llm.proposal import LayerStack, ProposalHead
+
+__all__ = ["Conversation", "Features", "TrainResult", "collect_replies", "default_conversations", "extract_features",
+           "train_head", "evaluate", "untrained_agreement"]
+
+Progress = Callable[[str, int, int], None]  # (stage, done, total)
+
+EVERYDAY = [
+    "What's the weather usually like in London in April?", "How long should I boil an egg for a soft yolk?",
+    "Can you remind me what the capital of Australia is?", "What's a good way to fall asleep faster?",
+    "How many minutes are there in three hours?", "Why is the sky blue?", "What does a barista do?",
+    "How do I convert Celsius to Fahrenheit?", "What time zone is New York in?", "Tell me a fun fact about octopuses.",
+    "What should I pack for a weekend camping trip?", "How far is the Moon from the Earth?",
+    "What's the difference between a virus and bacteria?", "Can you suggest a quick vegetarian dinner?",
+    "How do I say thank you in Spanish?", "What is photosynthesis?", "Who painted the Mona Lisa?",
+    "How many bones are in the human body?", "What's the tallest mountain in the world?",
+    "Is it better to stretch before or after running?", "How do I get a red wine stain out of a shirt?",
+    "What is twelve times eight?", "What's the boiling point of water at sea level?",
+    "Recommend a classic novel I could read this summer.", "How do airplanes stay in the air?",
+    "What's a healthy breakfast idea?", "How often should I water a cactus?", "What does GDP stand for?",
+    "Explain what a black hole is in simple words.", "What's the best way to learn a new language?",
+    "Set a reminder for my dentist appointment tomorrow at nine.", "What's the square root of sixty four?",
+    "How many players are on a football team?", "Why do cats purr?", "What year did the first man land on the Moon?",
+    "How do I make a cup of green tea properly?", "What is the speed of light?", "Give me a tip for a job interview.",
+    "What's the longest river in Africa?", "How do vaccines work?", "Can you tell me a short joke?",
+    "What is the chemical symbol for gold?", "How much water should I drink every day?",
+    "What's a good name for a golden retriever puppy?", "What causes thunder?", "How do I reset my router?",
+    "What's the population of Canada, roughly?", "Which is bigger, a kilometre or a mile?",
+    "What do pandas eat?", "How do I keep basil alive indoors?", "What's the plural of cactus?",
+    "Summarise the plot of Cinderella in one sentence.", "How many continents are there?",
+    "What is the main ingredient of guacamole?", "How long does it take to walk five kilometres?",
+    "What's the difference between weather and climate?", "Who invented the telephone?",
+    "What is a haiku?", "How can I save money on groceries?", "Why do leaves change colour in autumn?",
+    "What's the freezing point of water in Fahrenheit?", "What's the opposite of generous?",
+    "How do bees make honey?", "What's a leap year?", "Where is the Eiffel Tower?",
+    "What are the three primary colours?", "How should I warm up before lifting weights?",
+    "What is fifteen percent of two hundred?", "What instrument has eighty eight keys?",
+    "How do I politely decline an invitation?", "What's the largest animal on Earth?",
+    "Why does bread go stale?", "What's the quickest way to cool down a hot drink?",
+    "How many hours of sleep does an adult need?", "Translate good morning into French.",
+    "What's the capital of Japan?", "How does a rainbow form?", "What is an electric car's main advantage?",
+    "Can you suggest a name for a book club?", "How do I calm down before a presentation?",
+    "What does a pharmacist do?", "Why is the ocean salty?", "How many sides does a hexagon have?",
+    "What is the smallest country in the world?", "What's a good stretching routine for my back?",
+    "How do I tell if an avocado is ripe?", "Who was Albert Einstein?", "What is the currency of Japan?",
+    "How does a compass work?", "What should I do if I feel dizzy?", "What's nine plus thirteen?",
+    "How do I start running as a beginner?", "What is recycling and why does it matter?",
+    "What's the best time to visit Iceland?", "Why do we have seasons?", "What is a synonym for happy?",
+    "How long is a marathon?", "How do I make my phone battery last longer?", "What's the capital of Canada?",
+]
+FOLLOW_UPS = [
+    "Can you remind me which tram my sister wanted to take?", "What should we eat on Saturday night?",
+    "Is the tile museum open on Sundays?", "How far is Belem from Alfama?", "Should we buy a travel card for the trams?",
+    "What's a good breakfast spot near the cathedral?", "Could we fit in a day trip to Sintra?",
+    "What should I pack for Lisbon in spring?", "Summarise our Friday plan in one sentence.",
+    "Which viewpoint did you suggest for the sunset?",
+]
+
+
+@dataclass(frozen=True)
+class Conversation:
+    """Chat messages (no system prompt) ending with the user turn the model answers."""
+
+    messages: tuple[tuple[str, str], ...]
+    held_out: bool = False
+
+    def as_messages(self) -> list[dict[str, str]]:
+        return [{"role": r, "content": c} for r, c in self.messages]
+
+
+def default_conversations() -> list[Conversation]:
+    """The training and held-out prompt set: held out are the bench's QUESTIONS and DECODE_PROMPTS (after
+    its Lisbon CONVERSATION) and every 8th of our everyday prompts; the rest, the follow-ups in the same
+    Lisbon chat and the bench speech transcripts (as things a user said) are for training."""
+    from headstart.bench import llm as bench_llm
+
+    chat = tuple((m["role"], m["content"]) for m in bench_llm.CONVERSATION)
+    out = [Conversation((("user", q),), held_out=True) for q, _ in bench_llm.QUESTIONS]
+    out += [Conversation((*chat, ("user", t)), held_out=True) for t in bench_llm.DECODE_PROMPTS]
+    out += [Conversation((("user", q),), held_out=i % 8 == 7) for i, q in enumerate(EVERYDAY)]
+    out += [Conversation((*chat, ("user", t)),) for t in FOLLOW_UPS]
+    out += [Conversation((("user", t.capitalize() + "."),)) for t in _transcripts()]
+    return out
+
+
+def _transcripts() -> list[str]:
+    from headstart.bench.data import recordings
+
+    try:
+        return sorted({r.text for r in recordings() if r.text})
+    except (OSError, ValueError):
+        return []
+
+
+@dataclass
+class Features:
+    """Teacher-forced features at every kept position: `hidden[L]` [n, d] float32 after exit layer L,
+    `final` [n, d] the full model's normed last hidden state, `target` [n] int64 its argmax token,
+    `held_out` [n] bool (position belongs to a held-out conversation), `reply` [n] bool (a reply
+    position rather than a prompt one)."""
+
+    hidden: dict[int, Any]
+    final: Any
+    target: Any
+    held_out: Any
+    reply: Any
+
+
+@dataclass
+class TrainResult:
+    """One trained head with its losses per epoch and held-out agreement (trained, untrained)."""
+
+    head: ProposalHead
+    losses: list[float] = field(default_factory=list)
+    agreement: float = 0.0
+    agreement_reply: float = 0.0
+    untrained: float = 0.0
+    untrained_reply: float = 0.0
+    seconds: float = 0.0
+
+
+def collect_replies(model: Any, tokenizer: Any, conversations: Sequence[Conversation], system_prompt: str,
+                    max_new_tokens: int = 40, batch_size: int = 16, cache_path: Path | None = None,
+                    progress: Progress | None = None) -> list[tuple[list[int], list[int]]]:
+    """Greedy replies of `model` to each conversation: a list of (prompt ids, reply ids) with the reply
+    ending at (and including) the first end-of-turn token or after `max_new_tokens`. Batched,
+    left-padded `model.generate` (this is offline data, not the streaming path). With `cache_path`,
+    the result is read from / written to that JSON file (keyed by the caller)."""
+    import torch
+
+    if cache_path is not None and cache_path.is_file():
+        return [(p, r) for p, r in json.loads(cache_path.read_text())]
+    from headstart.llm.stream import with_system_prompt
+
+    prompts = []
+    for conv in conversations:
+        rendered = tokenizer.apply_chat_template(with_system_prompt(conv.as_messages(), system_prompt),
+                                                 add_generation_prompt=True, tokenize=True)
+        if isinstance(rendered, dict) or hasattr(rendered, "input_ids"):
+            rendered = rendered["input_ids"]
+        prompts.append([int(t) for t in rendered])
+    ends = _end_ids(model, tokenizer)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(ends)
+    # Similar lengths batched together: less left padding to compute.
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    replies: dict[int, list[int]] = {}
+    for start in range(0, len(order), batch_size):
+        members = order[start : start + batch_size]
+        batch = [prompts[i] for i in members]
+        width = max(map(len, batch))
+        ids = torch.tensor([[pad] * (width - len(p)) + p for p in batch])
+        mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in batch])
+        with torch.inference_mode():
+            gen = model.generate(input_ids=ids, attention_mask=mask, max_new_tokens=max_new_tokens, do_sample=False,
+                                 pad_token_id=pad, eos_token_id=sorted(ends), temperature=None, top_p=None, top_k=None)
+        for i, row in zip(members, gen[:, width:].tolist()):
+            reply = []
+            for token in row:
+                reply.append(int(token))
+                if token in ends:
+                    break
+            replies[i] = reply
+        if progress:
+            progress("generate", min(start + batch_size, len(prompts)), len(prompts))
+    out = [(prompts[i], replies[i]) for i in range(len(prompts))]
+    if cache_path is not None:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        cache_path.write_text(json.dumps(out))
+    return out
+
+
+def _end_ids(model: Any, tokenizer: Any) -> set[int]:
+    from headstart.llm.engine import _end_token_ids
+
+    return _end_token_ids(model, tokenizer)
+
+
+def extract_features(model: Any, sequences: Sequence[tuple[list[int], list[int]]], held_out: Sequence[bool],
+                     exit_layers: Sequence[int], progress: Progress | None = None) -> Features:
+    """Run each (prompt, reply) once through the full model (teacher forcing) and keep, at each position
+    from the first one where the prompts differ (the shared system prompt is skipped) up to the one
+    before the reply's last token, the hidden states after `exit_layers`, the final normed hidden state
+    and the argmax next token."""
+    import torch
+
+    stack = LayerStack(model)
+    for layer in exit_layers:
+        if not 1 <= layer < stack.num_layers:
+            raise ValueError(f"exit layer {layer} outside [1, {stack.num_layers - 1}]")
+    shared = _shared_prefix([p for p, _ in sequences])
+    hidden: dict[int, list] = {layer: [] for layer in exit_layers}
+    finals, targets, held, reply = [], [], [], []
+    for i, ((prompt, answer), out_of_sample) in enumerate(zip(sequences, held_out)):
+        ids = prompt + answer[:-1] if answer else prompt
+        start = max(0, min(shared, len(prompt) - 1) - 1)
+        with torch.inference_mode():
+            out = model(input_ids=torch.tensor([ids]), output_hidden_states=True, use_cache=False)
+        n = len(ids) - start
+        for layer in exit_layers:
+            hidden[layer].append(out.hidden_states[layer][0, start:].float())
+        logits = out.logits[0, start:].float()
+        targets.append(logits.argmax(-1))
+        # The final normed hidden state gives the teacher's logits over any vocabulary subset later.
+        last = out.hidden_states[-1][0, start:]
+        finals.append(_normed_final(stack, last, out.logits[0, start:]).float())
+        held.append(torch.full((n,), bool(out_of_sample)))
+        reply.append(torch.arange(start, len(ids)) >= len(prompt) - 1)
+        if progress:
+            progress("features", i + 1, len(sequences))
+    cat = torch.cat
+    return Features({k: cat(v) for k, v in hidden.items()}, cat(finals), cat(targets), cat(held), cat(reply))
+
+
+def _normed_final(stack: LayerStack, last: Any, logits: Any) -> Any:
+    # transformers 5.24 records the last layer's output after the final norm; be safe either way.
+    import torch
+
+    with torch.inference_mode():
+        is_normed = torch.allclose(stack.lm_head(last[:1]).float(), logits[:1].float(), rtol=1e-3, atol=1e-3)
+        return last if is_normed else stack.norm(last)
+
+
+def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    from headstart.llm.engine import common_prefix_len
+
+    if len(prompts) < 2:
+        return 0
+    return min(common_prefix_len(prompts[0], p) for p in prompts[1:])
+
+
+def untrained_agreement(model: Any, features: Features, layer: int, mask: Any) -> float:
+    """Top-1 agreement of the untrained early exit (final norm + full LM head on the layer's hidden
+    state) with the full model, over the positions `mask` selects."""
+    import torch
+
+    stack = LayerStack(model)
+    x = features.hidden[layer][mask]
+    if len(x) == 0:
+        return 0.0
+    hits = 0
+    with torch.inference_mode():
+        for chunk in range(0, len(x), 512):
+            pred = stack.lm_head(stack.norm(x[chunk : chunk + 512].to(stack.lm_head.weight.dtype))).argmax(-1)
+            hits += int((pred == features.target[mask][chunk : chunk + 512]).sum())
+    return hits / len(x)
+
+
+def evaluate(model: Any, head: ProposalHead, features: Features, mask: Any) -> float:
+    """Top-1 agreement of `head` (over its vocabulary, mapped to full ids) with the full model at the
+    positions `mask` selects."""
+    import torch
+
+    from headstart.llm.proposal import HeadRunner
+
+    runner = HeadRunner(head, LayerStack(model))
+    x = features.hidden[head.exit_layer][mask]
+    y = features.target[mask]
+    if len(x) == 0:
+        return 0.0
+    hits = 0
+    with torch.inference_mode():
+        for chunk in range(0, len(x), 512):
+            idx = runner.logits(x[chunk : chunk + 512].unsqueeze(0)).argmax(-1)
+            pred = runner.ids[idx] if runner.ids is not None else idx
+            hits += int((pred == y[chunk : chunk + 512]).sum())
+    return hits / len(x)
+
+
+def train_head(model: Any, features: Features, exit_layer: int, kind: str = "linear", rank: int | None = None,
+               epochs: int = 8, batch_size: int = 256, lr: float = 2e-3, weight_decay: float = 0.01,
+               soft_weight: float = 0.5, seed: int = 0, progress: Progress | None = None) -> TrainResult:
+    """Train a head for `exit_layer` on the training positions of `features` (see the module docstring)
+    and measure its held-out agreement. Deterministic for a given seed."""
+    import torch
+
+    t0 = time.perf_counter()
+    torch.manual_seed(seed)
+    stack = LayerStack(model)
+    train = ~features.held_out
+    vocab = sorted(set(features.target[train].tolist()))
+    head = ProposalHead.new(kind, stack.hidden_size, exit_layer, stack.num_layers, rank, vocab)
+    index = torch.full((int(stack.lm_head.weight.shape[0]),), -1, dtype=torch.long)
+    index[torch.tensor(vocab)] = torch.arange(len(vocab))
+    weight = stack.lm_head.weight.detach().float().index_select(0, torch.tensor(vocab))
+    norm = stack.norm
+    x_all = features.hidden[exit_layer][train]
+    y_all = index[features.target[train]]
+    final_all = features.final[train]
+    adapter = head.adapter.float().train().requires_grad_(True)
+    opt = torch.optim.AdamW(adapter.parameters(), lr=lr, weight_decay=weight_decay)
+    steps = epochs * math.ceil(len(x_all) / batch_size)
+    sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=lr, total_steps=max(1, steps), pct_start=0.1)
+    losses = []
+    step = 0
+    for epoch in range(epochs):
+        order = torch.randperm(len(x_all))
+        total, count = 0.0, 0
+        for b in range(0, len(order), batch_size):
+            idx = order[b : b + batch_size]
+            x, y = x_all[idx], y_all[idx]
+            with torch.no_grad():
+                teacher = torch.log_softmax(final_all[idx] @ weight.T, dim=-1)
+            logits = norm(x + adapter(x)).float() @ weight.T
+            logp = torch.log_softmax(logits, dim=-1)
+            loss = torch.nn.functional.nll_loss(logp, y)
+            if soft_weight:
+                kl = torch.nn.functional.kl_div(logp, teacher, log_target=True, reduction="batchmean")
+                loss = (1 - soft_weight) * loss + soft_weight * kl
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            sched.step()
+            step += 1
+            total += float(loss) * len(idx)
+            count += len(idx)
+            if progress:
+                progress(f"train L{exit_layer}", step, steps)
+        losses.append(total / max(1, count))
+    adapter.eval().requires_grad_(False)
+    held = features.held_out
+    held_reply = held & features.reply
+    return TrainResult(
+        head, losses,
+        agreement=evaluate(model, head, features, held),
+        agreement_reply=evaluate(model, head, features, held_reply),
+        untrained=untrained_agreement(model, features, exit_layer, held),
+        untrained_reply=untrained_agreement(model, features, exit_layer, held_reply),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def data_key(model_key: str, conversations: Sequence[Conversation], system_prompt: str, max_new_tokens: int) -> str:
+    """A key for the cached replies: the model key and a hash of the prompts and settings."""
+    blob = json.dumps([model_key, system_prompt, max_new_tokens, [c.messages for c in conversations]])
+    return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+# -- command line: `headstart llm train-proposal` ------------------------------------------------------
+
+
+def add_arguments(parser: Any) -> None:
+    parser.add_argument("--model", default="smollm2-135m", help="preset name or prepared model folder")
+    parser.add_argument("--exit-layer", type=int, default=None,
+                        help="the head to save: hidden state after this decoder layer (default: n/4)")
+    parser.add_argument("--report-layers", default="auto",
+                        help="comma-separated exit layers to train and report (auto: n/6, n/4, n/3, n/2)")
+    parser.add_argument("--kind", choices=["linear", "mlp"], default="linear")
+    parser.add_argument("--rank", type=int, default=None, help="hidden width of the mlp head (default d)")
+    parser.add_argument("--epochs", type=int, default=8)
+    parser.add_argument("--max-new-tokens", type=int, default=40, help="reply length of the generated data")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--out", default=None, help="where to save the head (default: the headstart cache)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+
+
+def run_from_args(args: Any) -> int:
+    import sys
+
+    import torch
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from headstart.config import LLMConfig
+    from headstart.llm.proposal import default_head_path, model_key
+    from headstart.models import ModelError, cache_dir, resolve_model
+
+    if args.threads < 1 or args.epochs < 1 or args.max_new_tokens < 2:
+        print("error: --threads and --epochs must be >= 1, --max-new-tokens >= 2", file=sys.stderr)
+        return 2
+    try:
+        folder = resolve_model(args.model)
+    except (ModelError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    torch.set_num_threads(args.threads)
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=torch.float32, local_files_only=True)
+    model.eval().requires_grad_(False)
+    try:
+        stack = LayerStack(model)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    n = stack.num_layers
+    exit_layer = args.exit_layer if args.exit_layer is not None else max(1, n // 4)
+    try:
+        layers = ([max(1, n // 6), max(1, n // 4), max(1, n // 3), max(1, n // 2)] if args.report_layers == "auto"
+                  else [int(x) for x in args.report_layers.split(",") if x.strip()])
+    except ValueError:
+        print(f"error: --report-layers must be 'auto' or comma-separated ints, got {args.report_layers!r}", file=sys.stderr)
+        return 2
+    layers = sorted({*layers, exit_layer})
+    if any(not 1 <= layer < n for layer in layers):
+        print(f"error: exit layers must be in [1, {n - 1}] for this {n}-layer model, got {layers}", file=sys.stderr)
+        return 2
+    system_prompt = LLMConfig().system_prompt
+    conversations = default_conversations()
+    key = model_key(folder)
+    data_path = cache_dir() / "proposal" / key / f"replies-{data_key(key, conversations, system_prompt, args.max_new_tokens)}.json"
+    t0 = time.perf_counter()
+    with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  disable=args.json, transient=False) as bar:
+        tasks: dict[str, Any] = {}
+
+        def progress(stage: str, done: int, total: int) -> None:
+            if stage not in tasks:
+                tasks[stage] = bar.add_task(stage, total=total)
+            bar.update(tasks[stage], completed=done, total=total)
+
+        cached = data_path.is_file()
+        sequences = collect_replies(model, tokenizer, conversations, system_prompt, args.max_new_tokens,
+                                    cache_path=data_path, progress=progress)
+        gen_s = time.perf_counter() - t0
+        features = extract_features(model, sequences, [c.held_out for c in conversations], layers, progress)
+        results = {layer: train_head(model, features, layer, args.kind, args.rank, args.epochs, progress=progress)
+                   for layer in layers}
+    chosen = results[exit_layer]
+    n_train = int((~features.held_out).sum())
+    n_held = int(features.held_out.sum())
+    chosen.head.meta = {
+        "model_key": key, "kind": args.kind, "epochs": args.epochs, "train_positions": n_train,
+        "held_out_positions": n_held, "agreement": chosen.agreement, "agreement_reply": chosen.agreement_reply,
+        "untrained_agreement": chosen.untrained, "vocab_size": len(chosen.head.vocab_ids or ()),
+    }
+    out = Path(args.out) if args.out else default_head_path(folder, exit_layer)
+    chosen.head.save(out)
+    report = {
+        "model": args.model, "num_layers": n, "exit_layer": exit_layer, "kind": args.kind, "head_path": str(out),
+        "conversations": len(conversations), "train_positions": n_train, "held_out_positions": n_held,
+        "data_cached": cached, "generate_s": round(gen_s, 1), "total_s": round(time.perf_counter() - t0, 1),
+        "per_layer": [{"exit_layer": layer, "agreement": round(r.agreement, 4),
+                       "agreement_reply": round(r.agreement_reply, 4), "untrained": round(r.untrained, 4),
+                       "untrained_reply": round(r.untrained_reply, 4), "final_loss": round(r.losses[-1], 4),
+                       "first_loss": round(r.losses[0], 4), "train_s": round(r.seconds, 1)}
+                      for layer, r in results.items()],
+    }
+    if not args.json:
+        print(f"\nproposal head: {args.model} ({n} layers), {args.kind}, {n_train} training / {n_held} held-out "
+              f"positions, vocabulary {len(chosen.head.vocab_ids or ())} tokens")
+        print(f"{'exit layer':<12}{'depth':>7}{'trained':>9}{'(reply)':>9}{'untrained':>11}{'(reply)':>9}{'loss':>15}")
+        for row in report["per_layer"]:
+            print(f"{row['exit_layer']:<12}{row['exit_layer'] / n:>7.2f}{row['agreement']:>9.1%}"
+                  f"{row['agreement_reply']:>9.1%}{row['untrained']:>11.1%}{row['untrained_reply']:>9.1%}"
+                  f"{row['first_loss']:>7.2f}->{row['final_loss']:.2f}")
+        print(f"saved exit layer {exit_layer} head to {out}")
+    print(json.dumps(report))
+    return 0
