@@ -81,6 +81,11 @@ def build_parser() -> argparse.ArgumentParser:
     tp = llm_sub.add_parser("train-proposal", help="distil an early-exit proposal head from the model's own replies")
     train_proposal.add_arguments(tp)
     tp.set_defaults(func=train_proposal.run_from_args)
+    from headstart.llm import eou_head
+
+    te = llm_sub.add_parser("train-eou", help="train the EOU head (end-of-utterance probe on the LLM's last hidden state)")
+    eou_head.add_arguments(te)
+    te.set_defaults(func=eou_head.run_from_args)
 
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)
