@@ -73,6 +73,7 @@ def turn_figures(record: TurnRecord) -> dict:
         "final_s": _since(end, t_final),
         "first_token_s": _since(end, t_token),
         "v2v_s": _since(end, t_audio),
+        "partials": sum(k == "transcript.partial" for _, k, _ in record.events),
         "eou_probability": (eou or {}).get("eou_probability"),
         "ttft_s": _ms_to_s((metrics or {}).get("ttft_ms")),
         "tpot_s": _ms_to_s((metrics or {}).get("tpot_ms")),

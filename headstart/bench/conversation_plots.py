@@ -54,15 +54,18 @@ def plot_waterfall(figures: dict[str, list[dict]], path: str | Path, max_rows: i
                         label=label if label not in ax.get_legend_handles_labels()[1] else None)
         if f.get("v2v_s") is not None:
             ax.text(f["v2v_s"] + 0.05, y, f"{f['v2v_s']:.2f} s", va="center", fontsize=7)
+        else:
+            ax.text(0.05, y, "no reply audio", va="center", fontsize=7, color="#d62728")
     ax.set_yticks(range(len(rows)), labels, fontsize=7)
     ax.invert_yaxis()
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_xlabel("seconds after the true end of the user's speech (client clock)")
     ax.set_title("Where each turn's voice-to-voice time goes")
+    height = fig.get_size_inches()[1]
     if rows:
-        ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.9 / max(len(rows), 3) - 0.12), ncol=5, fontsize=7,
-                  frameon=False)
-    fig.tight_layout()
+        handles, names = ax.get_legend_handles_labels()
+        fig.legend(handles, names, loc="lower center", ncol=5, fontsize=7, frameon=False)
+    fig.tight_layout(rect=(0, 0.4 / height, 1, 1))
     path = Path(path)
     fig.savefig(path, dpi=110)
     plt.close(fig)
