@@ -127,6 +127,14 @@ class LLMEngine:
         engine call (the engine checks the first layer's length against `tokens`)."""
         return self._cache.raw
 
+    def note_appended(self, ids: Sequence[int]) -> None:
+        """Record that a caller ran `ids` through every layer on `raw_cache` itself (early-exit
+        emission, early_exit.py). LLMError (cache reset) when the cache did not grow by exactly them."""
+        self._tokens.extend(int(t) for t in ids)
+        if len(self._cache) != len(self._tokens):
+            self.reset()
+            raise LLMError("the KV cache did not grow by the tokens noted as appended; it was reset")
+
     @property
     def revision(self) -> int:
         """A counter bumped every time positions are dropped (crop, reset, a failed forward). A token
