@@ -1,0 +1,208 @@
+"""`headstart bench partial`: partial-layer streaming measured in one run, a table then one JSON line.
+
+- Layer costs: seconds of one full decode step, one draft step (layers 1..L + the head) and one verify
+  of k+1 positions, on the same warm cache; the predicted self-speculative speedup from them and the
+  measured acceptance (selfspec.predicted_speedup).
+- Decode tokens/s on the bench's held-out decode prompts: plain greedy vs self-speculative (drafting
+  forced on, so the raw trade-off shows; the shipped Decoder switches it off below break-even) with
+  acceptance rate, mean accepted tokens per verify, speedup and `exact` (token-identical to plain).
+- Early exit per threshold: agreement with the full model (teacher-forced, early tokens only), the
+  fraction emitted early, first-token time and tokens/s vs plain, and whether the reply equals plain.
+
+`--device cuda` runs the same on a GPU (fp32 by default so `exact` stays meaningful). Untested on a
+GPU here: this machine has none.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+
+__all__ = ["add_arguments", "run_from_args"]
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", default="smollm2-135m")
+    parser.add_argument("--exit-layer", type=int, default=None, help="default: n/4 (the head must be trained)")
+    parser.add_argument("--head", default=None, help="head file (default: where train-proposal saves it)")
+    parser.add_argument("--k", type=int, default=3, help="draft tokens per verify step")
+    parser.add_argument("--decode-tokens", type=int, default=32)
+    parser.add_argument("--thresholds", default="0.5,0.7,0.9", help="early-exit confidence thresholds")
+    parser.add_argument("--device", default="cpu", help="cpu or cuda")
+    parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+
+
+def _sync(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize()
+
+
+def _costs(engine, drafter, prompt: list[int], k: int, device: str, repeats: int = 9) -> dict[str, float]:
+    """Median seconds of a full decode step, a draft step and a verify of k+1 positions."""
+    import torch
+
+    engine.reset()
+    first = int(engine.prefill(prompt).argmax())
+    base = engine.num_tokens
+    full, draft, verify = [], [], []
+    for _ in range(repeats):
+        _sync(device)
+        t0 = time.perf_counter()
+        engine.decode(first)
+        _sync(device)
+        full.append(time.perf_counter() - t0)
+        engine.crop(base)
+        with torch.inference_mode():
+            _sync(device)
+            t0 = time.perf_counter()
+            h = drafter.stack.run(drafter.stack.embed_ids([first]), engine.raw_cache, 0, drafter.exit_layer, base)
+            int(drafter.runner.logits(h)[-1].argmax())
+            _sync(device)
+            draft.append(time.perf_counter() - t0)
+        from headstart.llm.selfspec import crop_layers
+
+        crop_layers(engine.raw_cache, drafter.exit_layer, base)
+        _sync(device)
+        t0 = time.perf_counter()
+        engine.verify([first] * (k + 1))
+        _sync(device)
+        verify.append(time.perf_counter() - t0)
+        engine.crop(base)
+    return {"full_step_s": statistics.median(full), "draft_step_s": statistics.median(draft),
+            "verify_s": statistics.median(verify)}
+
+
+def _timed(gen, device: str) -> tuple[list[int], float, float]:
+    """(tokens, seconds to the first token, seconds for the rest)."""
+    t0 = time.perf_counter()
+    out = []
+    first_s = 0.0
+    for token in gen:
+        if not out:
+            _sync(device)
+            first_s = time.perf_counter() - t0
+        out.append(token)
+    _sync(device)
+    return out, first_s, time.perf_counter() - t0 - first_s
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    from headstart.bench.llm import CONVERSATION, DECODE_PROMPTS
+    from headstart.config import LLMConfig, ThreadPlan
+    from headstart.llm.early_exit import EarlyExitDecoder
+    from headstart.llm.engine import LLMEngine
+    from headstart.llm.sampling import Sampling
+    from headstart.llm.selfspec import load_self_drafter, predicted_speedup
+    from headstart.llm.speculative import Decoder, DraftingPolicy
+    from headstart.llm.stream import with_system_prompt
+    from headstart.models import ModelError, resolve_model
+
+    def log(message: str) -> None:
+        if not args.json:
+            print(message, file=sys.stderr, flush=True)
+
+    try:
+        thresholds = [float(x) for x in args.thresholds.split(",") if x.strip()]
+    except ValueError:
+        print(f"error: --thresholds must be comma-separated numbers, got {args.thresholds!r}", file=sys.stderr)
+        return 2
+    if args.k < 1 or args.decode_tokens < 2 or args.threads < 1 or any(not 0 < t <= 1 for t in thresholds):
+        print("error: need --k >= 1, --decode-tokens >= 2, --threads >= 1, thresholds in (0, 1]", file=sys.stderr)
+        return 2
+    config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens)
+    try:
+        folder = resolve_model(args.model)
+        log(f"loading {args.model} on {args.device}")
+        engine = LLMEngine.load(folder, config, ThreadPlan(torch_threads=args.threads))
+        n = engine.model.config.num_hidden_layers
+        exit_layer = args.exit_layer if args.exit_layer is not None else max(1, n // 4)
+        drafter = load_self_drafter(engine, exit_layer, args.head, folder)
+    except (ModelError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    engine.warm_up()
+    prompts = [engine.render_prompt(with_system_prompt([*CONVERSATION, {"role": "user", "content": t}],
+                                                       config.system_prompt)) for t in DECODE_PROMPTS]
+    log("layer costs ...")
+    costs = _costs(engine, drafter, prompts[0], args.k, args.device)
+
+    def decode_all(make):
+        outs, first_s, rest_s, rest_n = [], 0.0, 0.0, 0
+        for prompt in prompts:
+            engine.reset()
+            out, f, r = _timed(make(prompt), args.device)
+            outs.append(out)
+            first_s += f
+            rest_s += r
+            rest_n += max(0, len(out) - 1)
+        return outs, first_s / len(prompts), rest_n / rest_s if rest_s else 0.0
+
+    log("plain ...")
+    ref, plain_first_s, plain_tps = decode_all(lambda p: engine.generate(p, args.decode_tokens, Sampling()))
+    log("self-speculative ...")
+    policy = DraftingPolicy(min_spec_steps=10**9)  # forced on: the raw trade-off
+    policy.record_plain(costs["full_step_s"])
+    decoder = Decoder(engine, drafter, args.k, policy)
+    spec, _, spec_tps = decode_all(lambda p: decoder.generate(p, args.decode_tokens, Sampling()))
+    stats = decoder.stats
+    acc = stats.acceptance_rate or 0.0
+    draft_cost = costs["draft_step_s"] / costs["full_step_s"]
+    verify_cost = costs["verify_s"] / costs["full_step_s"]
+    self_spec = {
+        "exit_layer": exit_layer, "num_layers": n, "k": args.k,
+        "acceptance_rate": round(acc, 4), "mean_accepted": round(stats.mean_accepted or 0.0, 3),
+        "speedup": round(spec_tps / plain_tps, 3) if plain_tps else None, "exact": spec == ref,
+        "predicted_speedup": round(predicted_speedup(acc, args.k, draft_cost, verify_cost), 3),
+        "draft_cost": round(draft_cost, 3), "verify_cost": round(verify_cost, 3),
+        "tok_per_s": round(spec_tps, 2),
+    }
+    early = []
+    for threshold in thresholds:
+        log(f"early exit {threshold} ...")
+        ee = EarlyExitDecoder(engine, drafter.runner.head, threshold)
+        outs, first_s, tps = decode_all(lambda p: ee.generate(p, args.decode_tokens))
+        checker = EarlyExitDecoder(engine, drafter.runner.head, threshold, check=True)
+        decode_all(lambda p: checker.generate(p, args.decode_tokens))  # agreement (untimed)
+        early.append({
+            "threshold": threshold, "agreement": None if checker.stats.agreement is None else round(checker.stats.agreement, 4),
+            "early_fraction": round(ee.stats.early_fraction or 0.0, 4),
+            "speedup": round(tps / plain_tps, 3) if plain_tps else None,
+            "ttft_s": round(first_s, 4), "same_as_plain": sum(a == b for a, b in zip(outs, ref)) / len(ref),
+            "tok_per_s": round(tps, 2),
+        })
+    result = {
+        "model": args.model, "device": args.device, "dtype": args.dtype, "threads": args.threads,
+        "decode_tokens": args.decode_tokens, "plain_tok_per_s": round(plain_tps, 2),
+        "plain_ttft_s": round(plain_first_s, 4), "costs_s": {k: round(v, 5) for k, v in costs.items()},
+        "self_speculative": self_spec, "early_exit": early,
+    }
+    if not args.json:
+        _print_table(result)
+    print(json.dumps(result))
+    return 0
+
+
+def _print_table(r: dict) -> None:
+    s, c = r["self_speculative"], r["costs_s"]
+    print(f"\npartial-layer bench: {r['model']} on {r['device']} ({r['dtype']}, {r['threads']} thread(s)), "
+          f"exit layer {s['exit_layer']} of {s['num_layers']}, k={s['k']}")
+    print(f"step costs: full decode {c['full_step_s'] * 1e3:.1f} ms, draft (L layers + head) "
+          f"{c['draft_step_s'] * 1e3:.1f} ms ({s['draft_cost']:.2f}x), verify k+1 {c['verify_s'] * 1e3:.1f} ms "
+          f"({s['verify_cost']:.2f}x)")
+    print(f"\n{'decode':<22}{'tok/s':>8}{'speedup':>9}{'predicted':>11}{'accept':>8}{'mean acc':>10}{'exact':>7}")
+    print(f"{'plain':<22}{r['plain_tok_per_s']:>8.2f}{'1.00x':>9}")
+    print(f"{'self-speculative':<22}{s['tok_per_s']:>8.2f}{s['speedup']:>8.2f}x{s['predicted_speedup']:>10.2f}x"
+          f"{s['acceptance_rate']:>8.0%}{s['mean_accepted']:>10.2f}{str(s['exact']):>7}")
+    print(f"\n{'early exit threshold':<22}{'agree':>8}{'early':>8}{'tok/s':>8}{'speedup':>9}{'TTFT s':>9}{'= plain':>9}")
+    print(f"{'(plain)':<22}{'':>8}{'':>8}{r['plain_tok_per_s']:>8.2f}{'1.00x':>9}{r['plain_ttft_s']:>9.4f}")
+    for e in r["early_exit"]:
+        agree = "" if e["agreement"] is None else f"{e['agreement']:.0%}"
+        print(f"{e['threshold']:<22}{agree:>8}{e['early_fraction']:>8.0%}{e['tok_per_s']:>8.2f}{e['speedup']:>8.2f}x"
+              f"{e['ttft_s']:>9.4f}{e['same_as_plain']:>9.0%}")
