@@ -34,6 +34,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default="float32")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--history-turns", type=int, default=0,
+                        help="instead: the KV-cache memory curve of an N-turn chat, bounded vs unbounded "
+                             "(tokenizer only, no forward; the engine's cache holds exactly the rendered prompt)")
+    parser.add_argument("--max-history-tokens", type=int, default=512, help="budget for --history-turns")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
 
 
@@ -116,6 +120,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     if args.k < 1 or args.decode_tokens < 2 or args.threads < 1 or any(not 0 < t <= 1 for t in thresholds):
         print("error: need --k >= 1, --decode-tokens >= 2, --threads >= 1, thresholds in (0, 1]", file=sys.stderr)
         return 2
+    if args.history_turns:
+        return _history_curve(args)
     config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens)
     try:
         folder = resolve_model(args.model)
@@ -206,3 +212,65 @@ def _print_table(r: dict) -> None:
         agree = "" if e["agreement"] is None else f"{e['agreement']:.0%}"
         print(f"{e['threshold']:<22}{agree:>8}{e['early_fraction']:>8.0%}{e['tok_per_s']:>8.2f}{e['speedup']:>8.2f}x"
               f"{e['ttft_s']:>9.4f}{e['same_as_plain']:>9.0%}")
+
+
+def _history_curve(args: argparse.Namespace) -> int:
+    """Prompt tokens (= KV-cache positions at the end of prefill) and KV bytes per turn over a long chat
+    of varied turns, with and without the bounded history; re-prefilled tokens per turn (the cost of
+    each eviction)."""
+    from transformers import AutoConfig, AutoTokenizer
+
+    from headstart.config import LLMConfig
+    from headstart.llm.engine import common_prefix_len
+    from headstart.llm.history import TurnWindow
+    from headstart.llm.stream import with_system_prompt
+    from headstart.llm.train_proposal import EVERYDAY
+    from headstart.models import resolve_model
+
+    folder = resolve_model(args.model)
+    tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+    mc = AutoConfig.from_pretrained(folder, local_files_only=True)
+    head_dim = getattr(mc, "head_dim", None) or mc.hidden_size // mc.num_attention_heads
+    bytes_per_token = 2 * mc.num_hidden_layers * mc.num_key_value_heads * head_dim * 4  # K and V, float32
+    system = LLMConfig().system_prompt
+
+    def render(msgs):
+        return tok.apply_chat_template(with_system_prompt(msgs, system), add_generation_prompt=True, tokenize=True,
+                                       return_dict=False)
+
+    window = TurnWindow(args.max_history_tokens, lambda t: len(tok(t, add_special_tokens=False)["input_ids"]))
+    history: list[dict] = []
+    rows = []
+    prev_bounded: list[int] = []
+    for turn in range(args.history_turns):
+        question = EVERYDAY[turn % len(EVERYDAY)]
+        answer = f"Here is a short answer to that, number {turn}: it depends, but usually yes, about {turn % 13 + 2} of them."
+        user = {"role": "user", "content": question}
+        full = render([*history, user])
+        bounded_msgs = window.select([{"role": "system", "content": system}, *history, user])
+        bounded = render(bounded_msgs)
+        reused = common_prefix_len(prev_bounded, bounded)
+        rows.append({"turn": turn + 1, "unbounded_tokens": len(full), "bounded_tokens": len(bounded),
+                     "prefilled_tokens": len(bounded) - reused, "dropped_turns": window.dropped_turns})
+        history += [user, {"role": "assistant", "content": answer}]
+        prev_bounded = bounded + tok(answer, add_special_tokens=False)["input_ids"]
+    peak = max(r["bounded_tokens"] for r in rows)
+    result = {"model": args.model, "turns": args.history_turns, "max_history_tokens": args.max_history_tokens,
+              "kv_bytes_per_token": bytes_per_token, "evictions": window.evictions,
+              "bounded_peak_tokens": peak, "bounded_peak_mib": round(peak * bytes_per_token / 2**20, 2),
+              "unbounded_final_tokens": rows[-1]["unbounded_tokens"],
+              "unbounded_final_mib": round(rows[-1]["unbounded_tokens"] * bytes_per_token / 2**20, 2),
+              "mean_prefilled_tokens": round(sum(r["prefilled_tokens"] for r in rows) / len(rows), 1),
+              "curve": [[r["turn"], r["unbounded_tokens"], r["bounded_tokens"]] for r in rows]}
+    if not args.json:
+        print(f"\nKV cache over a {args.history_turns}-turn chat, {args.model} (float32 KV: "
+              f"{bytes_per_token / 1024:.0f} KiB per token), history budget {args.max_history_tokens} tokens")
+        print(f"{'turn':>6}{'unbounded tok':>15}{'MiB':>8}{'bounded tok':>13}{'MiB':>8}{'prefilled':>11}{'dropped':>9}")
+        step = max(1, len(rows) // 10)
+        for r in rows[::step] + ([rows[-1]] if (len(rows) - 1) % step else []):
+            print(f"{r['turn']:>6}{r['unbounded_tokens']:>15}{r['unbounded_tokens'] * bytes_per_token / 2**20:>8.1f}"
+                  f"{r['bounded_tokens']:>13}{r['bounded_tokens'] * bytes_per_token / 2**20:>8.1f}"
+                  f"{r['prefilled_tokens']:>11}{r['dropped_turns']:>9}")
+        print(f"evictions: {window.evictions}; mean tokens prefilled per turn (bounded): {result['mean_prefilled_tokens']}")
+    print(json.dumps(result))
+    return 0

@@ -94,7 +94,7 @@ class Conversation:
         return [{"role": r, "content": c} for r, c in self.messages]
 
 
-def default_conversations() -> list[Conversation]:
+def default_conversations(multi_turn_training: bool = True) -> list[Conversation]:
     """The training and held-out prompt set: held out are the bench's QUESTIONS and DECODE_PROMPTS (after
     its Lisbon CONVERSATION) and every 8th of our everyday prompts; the rest, the follow-ups in the same
     Lisbon chat and the bench speech transcripts (as things a user said) are for training."""
@@ -104,7 +104,8 @@ def default_conversations() -> list[Conversation]:
     out = [Conversation((("user", q),), held_out=True) for q, _ in bench_llm.QUESTIONS]
     out += [Conversation((*chat, ("user", t)), held_out=True) for t in bench_llm.DECODE_PROMPTS]
     out += [Conversation((("user", q),), held_out=i % 8 == 7) for i, q in enumerate(EVERYDAY)]
-    out += [Conversation((*chat, ("user", t)),) for t in FOLLOW_UPS]
+    if multi_turn_training:  # long prompts: most of the data-generation time on a slow CPU
+        out += [Conversation((*chat, ("user", t)),) for t in FOLLOW_UPS]
     out += [Conversation((("user", t.capitalize() + "."),)) for t in _transcripts()]
     return out
 
@@ -376,6 +377,8 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=40, help="reply length of the generated data")
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--out", default=None, help="where to save the head (default: the headstart cache)")
+    parser.add_argument("--quick", action="store_true",
+                        help="single-turn training prompts only (no long multi-turn ones): ~2x less data time")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
 
 
@@ -421,15 +424,24 @@ def run_from_args(args: Any) -> int:
         print(f"error: exit layers must be in [1, {n - 1}] for this {n}-layer model, got {layers}", file=sys.stderr)
         return 2
     system_prompt = LLMConfig().system_prompt
-    conversations = default_conversations()
+    conversations = default_conversations(multi_turn_training=not args.quick)
     key = model_key(folder)
     data_path = cache_dir() / "proposal" / key / f"replies-{data_key(key, conversations, system_prompt, args.max_new_tokens)}.json"
     t0 = time.perf_counter()
     with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  disable=args.json, transient=False) as bar:
+                  disable=args.json or not sys.stderr.isatty(), transient=False) as bar:
         tasks: dict[str, Any] = {}
 
+        interactive = sys.stderr.isatty()
+        last: dict[str, int] = {}
+
         def progress(stage: str, done: int, total: int) -> None:
+            if not interactive and not args.json:  # a log file: a line every ~10 %
+                step = max(1, total // 10)
+                if done == total or done - last.get(stage, 0) >= step:
+                    last[stage] = done
+                    print(f"{stage}: {done}/{total} ({time.perf_counter() - t0:.0f} s)", file=sys.stderr, flush=True)
+                return
             if stage not in tasks:
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done, total=total)
