@@ -75,12 +75,23 @@ def content_words(text: str) -> list[str]:
 
 
 def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
-    """True if (almost) every content word heard is a word of the reply being played."""
+    """True if (almost) every content word heard is a word of the reply being played: at least
+    `min_overlap` of them, where a word also counts when it is a near miss of a reply word (the ASR
+    mishearing the echo: "scream" for "screen", similarity >= 0.75 by difflib's ratio). One in four
+    words beyond the first three may be foreign (ASR noise on a long echo); a short utterance of
+    foreign words ("stop", "wait a moment") is never echo."""
+    import difflib
+
     words = content_words(heard)
     if not words:
         return True
     reply = set(content_words(reply_text))
-    return sum(w in reply for w in words) / len(words) >= min_overlap
+
+    def known(word: str) -> bool:
+        return word in reply or bool(difflib.get_close_matches(word, reply, n=1, cutoff=0.75))
+
+    matched = sum(known(w) for w in words)
+    return matched / len(words) >= min_overlap or len(words) - matched <= (len(words) - 1) // 4
 
 
 class TurnTaking:

@@ -258,3 +258,13 @@ def test_echo_right_at_the_start_of_playback_is_echo():
     user.push_played(played)
     user.push_mic(data.recording("cards_001").read()[8000:16000])
     assert not user.is_echo(played_s=0.3)
+
+
+def test_echo_text_tolerates_asr_near_misses_but_not_a_short_foreign_phrase():
+    reply = "I'm going to the right side of the screen, then I will turn around slowly."
+    assert is_echo_text("I'm going to the right side of the scream", reply)  # a near miss
+    assert is_echo_text("going to the right side of the screen then I will turn around slow", reply)
+    assert not is_echo_text("stop", reply) and not is_echo_text("wait a moment", reply)
+    assert not is_echo_text("no no stop that please", reply)
+    # talking over the echo: the user's own words dominate what the ASR hears
+    assert not is_echo_text("side of the what is the weather like in Paris tomorrow", reply)
