@@ -131,6 +131,8 @@ def seg(text, no_speech=0.05, logprob=-0.3, ratio=1.0):
         (seg(" Thank you.", logprob=-0.9), "doubtful short phrase"),
         (seg(" He was not.", no_speech=0.7, logprob=-1.2), "no speech"),
         (seg(" the the the the the the the the the the the", ratio=3.1), "repetition"),
+        (seg(" Press Press Press Press Press Press", ratio=1.9), "repetition"),  # a loop cut short
+        (seg(" Five five."), None),
         (seg(" He was not an ill disposed young man."), None),
         (seg(" Thank you.", no_speech=0.02, logprob=-0.2), None),  # said clearly: keep it
         (seg(" You are right.", no_speech=0.3), None),
@@ -149,3 +151,29 @@ def test_missing_model_gives_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.setenv("HEADSTART_CACHE", str(tmp_path))
     with pytest.raises(ModelNotPreparedError, match="prepare whisper-tiny.en"):
         WhisperASR.load(ASRConfig(model="whisper-tiny.en"), cpu_threads=1)
+
+
+def test_decoding_budget_grows_with_the_audio_and_stays_under_whispers_limit():
+    from headstart.voice.asr import max_new_tokens
+
+    assert max_new_tokens(0) == 10
+    assert max_new_tokens(16000) == 20
+    assert max_new_tokens(16000 * 30) + 60 + 4 < 448
+
+
+def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr):
+    """0.2 s of a real "Press ..." prompt: tiny.en with the 8 s window loops on it ("Press Press
+    Press ..."); the budget stops the loop and the cut-short segment is dropped."""
+
+    path = SPEECH_DIR / "asterisk_allison_16k" / "vm-onefor-full.wav"
+    if not path.is_file():
+        pytest.skip(f"speech recording not found: {path}")
+    from headstart.bench.data import recordings
+
+    rec = next(r for r in recordings() if r.name == "vm-onefor-full")
+    audio = read_wav(path)
+    clip = audio[int((rec.speech_start_s - 0.1) * 16000) : int((rec.speech_start_s + 0.2) * 16000)]
+    result = asr.transcribe(clip)
+    assert "press press" not in result.text.lower()
+    # the loop was decoded only up to the budget (10 + 10 tokens/s: 13 tokens, not Whisper's 448)
+    assert all(len(d.split()) <= 13 for d in result.dropped), result.dropped

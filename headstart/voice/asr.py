@@ -42,6 +42,12 @@ _NON_WORD = re.compile(r"[^\w' ]+")
 _FULL_WINDOW_FRAMES = 3000  # Whisper's 30 s window, 100 mel frames per second
 _SAMPLES_PER_FRAME = 160
 _WINDOW_MARGIN_FRAMES = 200  # silence the encoder sees after the audio (2 s)
+# Decoding budget per call: speech is at most ~6 tokens/s (words, punctuation, timestamps); a call on
+# a short clip can fall into a repetition loop ("Press Press Press ...", measured: 0.3 s of audio, 3.3 s
+# CPU) that the compression-ratio check drops anyway, so it may not decode more than this
+_TOKENS_BASE = 10
+_TOKENS_PER_S = 10.0
+_TOKENS_MAX = 220  # + prompt (<= ~60 tokens) + start sequence stays under Whisper's 448
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,6 +86,9 @@ def segment_drop_reason(segment: Any, config: ASRConfig) -> str | None:
     if segment.no_speech_prob > config.no_speech_threshold and segment.avg_logprob < config.log_prob_threshold:
         return "no speech"
     if segment.compression_ratio > config.compression_ratio_threshold:
+        return "repetition"
+    words = _NON_WORD.sub(" ", text.lower()).split()
+    if len(words) >= 4 and len(set(words)) * 3 <= len(words):  # "press press press press"
         return "repetition"
     if _ALWAYS_HALLUCINATED.search(text):
         return "known hallucination"
@@ -184,6 +193,11 @@ class WhisperASR:
         words: list[Word] = []
         dropped: list[str] = []
         kept_logprobs: list[float] = []
+        budget = max_new_tokens(samples.shape[0])
+        if segments and sum(len(getattr(seg, "tokens", ()) or ()) for seg in segments) >= budget:
+            # the decoder ran out of its budget: the last segment is a repetition loop cut short
+            dropped.append(segments[-1].text.strip())
+            segments = segments[:-1]
         for segment in segments:
             if segment_drop_reason(segment, self.config) is not None:
                 dropped.append(segment.text.strip())
@@ -225,12 +239,18 @@ class WhisperASR:
             vad_filter=False,
             condition_on_previous_text=False,
             initial_prompt=prompt or None,
+            max_new_tokens=max_new_tokens(samples.shape[0]),
             # filtering is ours (segment_drop_reason); faster-whisper's would re-decode at higher temperature
             compression_ratio_threshold=None,
             log_prob_threshold=None,
             no_speech_threshold=None,
         )
         return list(segments)  # materialise the lazy generator here, inside the executor
+
+
+def max_new_tokens(num_samples: int) -> int:
+    """The decoding budget of one call on `num_samples` of 16 kHz audio (see `_TOKENS_PER_S`)."""
+    return min(int(_TOKENS_BASE + _TOKENS_PER_S * num_samples / SAMPLE_RATE_HZ), _TOKENS_MAX)
 
 
 def _windowed_model_class():

@@ -70,6 +70,7 @@ ListenerEvent = SpeechStarted | SpeechEnded | PartialTranscript | FinalTranscrip
 
 _PREROLL_S = 2.0  # audio kept before speech: the VAD back-dates starts by its padding and min_speech_s
 _SENTENCE_END = (".", "?", "!")
+_EARLY_MIN_AUDIO_S = 0.4  # no early-final pass on less audio than this
 
 EOUScorer = Callable[[str], Awaitable[float | None]]
 
@@ -401,7 +402,12 @@ class Listener:
         if self._early is None or since is None:
             return False
         since_sample = int(round(since * SAMPLE_RATE_HZ))
-        return self._audio.end - since_sample >= self._early and utterance.last_pass_end < since_sample + self._early
+        return (
+            self._audio.end - since_sample >= self._early
+            and utterance.last_pass_end < since_sample + self._early
+            # Whisper on a clip this short tends to loop ("Press Press Press ...")
+            and self._audio.end - utterance.audio_start >= _EARLY_MIN_AUDIO_S * SAMPLE_RATE_HZ
+        )
 
     def _start(self, utterance: _Utterance, stop: int) -> None:
         utterance.last_pass_end = stop
