@@ -140,3 +140,18 @@ def test_head_separates_the_bench_transcripts_better_than_chance_and_reports_bot
     assert report["utterances"] >= 8
     assert report["auc_head_middle_cut"] > 0.75, report
     assert 0.0 <= report["auc_token_middle_cut"] <= 1.0
+
+
+def test_train_eou_command_line(tmp_path, capsys):
+    from headstart.cli import build_parser
+
+    args = build_parser().parse_args(["llm", "train-eou", "--model", "smollm2-135m", "--out", str(tmp_path / "h.npz")])
+    assert args.model == "smollm2-135m" and args.func is H.run_from_args and not args.evaluate_bench
+    few = tmp_path / "few.txt"
+    few.write_text("Hello there.\n")
+    bad = build_parser().parse_args(["llm", "train-eou", "--model", "smollm2-135m", "--sentences", str(few)])
+    try:
+        status = bad.func(bad)
+    except Exception as exc:  # noqa: BLE001
+        pytest.fail(f"a clear message was expected, got {exc!r}")
+    assert status == 2 and "at least 10" in capsys.readouterr().out  # before any model is loaded

@@ -410,6 +410,8 @@ def run_from_args(args: Any) -> int:
             [s.strip() for s in Path(args.sentences).read_text(encoding="utf-8").splitlines() if s.strip() and not s.startswith("#")]
             if args.sentences else packaged_sentences()
         )
+        if len([t for t in sentences if _strip(t)]) < 10:
+            raise ValueError(f"need at least 10 training sentences, got {len(sentences)}")
         config = LLMConfig(model=args.model)
         engine = LLMEngine.from_config(config, ThreadPlan(torch_threads=1))
         weights = train(engine, args.model, sentences, config.system_prompt, log=print)
