@@ -421,6 +421,9 @@ def run(args: argparse.Namespace, log=print) -> dict:
     base_p50 = summaries.get("baseline", {}).get("v2v_p50_s")
     head_p50 = summaries.get("headstart", {}).get("v2v_p50_s")
     notes = []
+    if args.server is not None:
+        notes.append("--server: the remote server's KV cache and history are its own (not reset between sessions), "
+                     "and its configuration is not known here")
     if summaries.get("headstart") and not summaries["headstart"]["eou_probability_seen"]:
         notes.append("no EOU probability reached the endpointer (no EOU scorer wired into the server's "
                      "sessions): semantic endpointing had no effect in this run")
