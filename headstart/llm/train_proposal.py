@@ -338,7 +338,7 @@ def train_head(model: Any, features: Features, exit_layer: int, kind: str = "lin
             opt.step()
             sched.step()
             step += 1
-            total += float(loss) * len(idx)
+            total += float(loss.detach()) * len(idx)
             count += len(idx)
             if progress:
                 progress(f"train L{exit_layer}", step, steps)
