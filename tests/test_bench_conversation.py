@@ -268,3 +268,18 @@ def test_pause_set_takes_one_recording_per_item_first():
         assert 0.6 <= end - start <= 1.5 and rec.speech_start_s < start < rec.speech_end_s
         assert p.speech_end_s == pytest.approx(rec.speech_end_s + end - start)
         assert p.audio.shape[0] == pytest.approx(rec.audio.shape[0] + (end - start) * 16_000, abs=2)
+
+
+def test_an_unreachable_server_is_a_clear_error():
+    import socket
+
+    with socket.socket() as s:  # a free port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.run(
+        [sys.executable, "-m", "headstart", "bench", "conversation", "--server", f"ws://127.0.0.1:{port}/ws",
+         "--scenarios", "qa", "--turns", "1", "--synthetic", "none", "--no-plots", "--json"],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    assert "no session could run" in proc.stderr and "Traceback" not in proc.stderr

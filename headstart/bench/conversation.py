@@ -406,6 +406,9 @@ def run(args: argparse.Namespace, log=print) -> dict:
         if components is not None:
             components.close()
 
+    errors = [e for r in runs.values() for e in r.errors]
+    if errors and not any(r.qa or r.history or r.pauses or r.bargein or any(r.concurrent.values()) for r in runs.values()):
+        raise ConnectionError(f"no session could run: {errors[0]}")
     summaries, figures = summarize(runs)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -448,7 +451,8 @@ def run(args: argparse.Namespace, log=print) -> dict:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    """Entry point of `headstart bench conversation`. 2: bad options or data; 1: a model is missing."""
+    """Entry point of `headstart bench conversation`. 2: bad options or data; 1: a model is missing or
+    no session could run (e.g. `--server` unreachable)."""
     from headstart.models import ModelError
     from headstart.tts.base import TTSError
 
@@ -458,7 +462,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     except (FileNotFoundError, ValueError) as exc:
         print(f"bench conversation: {exc}", file=sys.stderr)
         return 2
-    except (ModelError, TTSError) as exc:
+    except (ModelError, TTSError, ConnectionError) as exc:
         print(f"bench conversation: {exc}", file=sys.stderr)
         return 1
     print(json.dumps(out, ensure_ascii=False))
