@@ -253,6 +253,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     if draft is not None:
         methods["draft_model"] = Decoder(engine, DraftModelDrafter(draft, engine), args.speculate_k or 3,
                                          DraftingPolicy())
+    from headstart.bench.partial import trained_self_drafter  # partial-layer: a row when a head is trained
+
+    self_drafter = trained_self_drafter(engine, args.model)
+    if self_drafter is not None:
+        methods["self_speculative"] = Decoder(engine, self_drafter, args.speculate_k or 3, DraftingPolicy())
     log("decode ...")
     decode = _decode(engine, config, methods, args.decode_tokens, log)
     quality = None
@@ -285,6 +290,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         "switched_off": {k: v["switched_off"] for k, v in decode.items() if k != "plain"},
         "quality_score": quality["score"] if quality else None,
     }
+    if "self_speculative" in decode:  # early-exit rows: `headstart bench partial`
+        ss = decode["self_speculative"]
+        result["self_speculative"] = {"exit_layer": self_drafter.exit_layer, "acceptance_rate": _round(ss["acceptance_rate"]),
+                                      "mean_accepted": _round(ss["mean_accepted"]), "speedup": _round(ss["speedup"]),
+                                      "exact": ss["exact"]}
     if not args.json:
         _print_table(result, decode, quality)
     print(json.dumps(result))

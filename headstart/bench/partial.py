@@ -274,3 +274,19 @@ def _history_curve(args: argparse.Namespace) -> int:
         print(f"evictions: {window.evictions}; mean tokens prefilled per turn (bounded): {result['mean_prefilled_tokens']}")
     print(json.dumps(result))
     return 0
+
+
+def trained_self_drafter(engine, model: str):
+    """The self-speculative drafter of the lowest exit layer that has a trained head for `model` in the
+    headstart cache, or None (for `headstart bench llm`, which adds a row when one exists)."""
+    from headstart.llm.proposal import default_head_path
+    from headstart.llm.selfspec import load_self_drafter
+    from headstart.models import resolve_model
+
+    try:
+        folder = resolve_model(model)
+        heads = sorted(default_head_path(folder, 1).parent.glob("exit-*.safetensors"),
+                       key=lambda p: int(p.stem.split("-")[1]))
+        return load_self_drafter(engine, int(heads[0].stem.split("-")[1]), heads[0]) if heads else None
+    except (OSError, ValueError, IndexError, Exception):  # noqa: BLE001 - an optional row, never a failure
+        return None
