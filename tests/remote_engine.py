@@ -71,8 +71,9 @@ class Process:
         self.stop(signal.SIGKILL)
 
     def output(self) -> str:
+        """Everything the process has written so far."""
         self._file.flush()
-        return _tail(self.log)
+        return self.log.read_text(errors="replace")
 
 
 def start_llama_server(gguf: Path, port: int, log: Path, n_ctx: int = 2048) -> Process:

@@ -129,12 +129,12 @@ def test_warmups_from_partials_leave_only_the_tail_to_prefill(engine, record_pro
     assert warmups >= 5
     assert plain and warm, "the engine logged no prefix-match lines"
     # plain: the user's ~25 words + the template tail; warm: only the last word + the tail
-    assert plain[0] >= 20 and warm[0] <= 8, (plain, warm)
+    assert plain[0] >= 20 and warm[0] <= 12 and warm[0] * 2 <= plain[0], (plain, warm)
 
 
 def test_cancel_frees_the_engine_for_the_next_request(engine):
-    """A barge-in closes the request: the engine stops generating (it would otherwise keep the one
-    model busy for the whole long reply) and the next request is answered."""
+    """A barge-in closes the request: the engine sees the client leave and stops generating (it
+    would otherwise keep the one model busy for the whole long reply); the next request is answered."""
     from headstart.events import TokenDelta
 
     process, url = engine
@@ -142,6 +142,7 @@ def test_cancel_frees_the_engine_for_the_next_request(engine):
 
     async def main():
         llm = _llm(url)
+        mark = len(process.output())
         stream = llm.reply_stream([{"role": "user", "content": "Count from one to two hundred in words."}],
                                   long_reply)
         seen = 0
@@ -152,17 +153,19 @@ def test_cancel_frees_the_engine_for_the_next_request(engine):
                     stream.cancel()
         done = event
         await stream.wait_finished()
-        mark = len(process.output())
+        t0 = time.perf_counter()
         events = await _collect(llm.reply_stream([{"role": "user", "content": QUESTION}], _config()))
+        next_s = time.perf_counter() - t0
         await llm.aclose()
-        return done, events, process.output()[:mark]
+        return done, events, process.output()[mark:], next_s
 
-    done, events, log_before = asyncio.run(main())
+    done, events, log, next_s = asyncio.run(main())
     assert done.reason == "cancelled" and done.num_tokens == 3
     assert events[-1].text.strip()
-    # llama.cpp's timing line of the cancelled generation: far fewer than 400 tokens were decoded
-    runs = [int(n) for n in re.findall(r"eval time =\s+[\d.]+ ms /\s+(\d+) runs", log_before)]
-    assert runs and runs[-1] < 200, runs[-3:]
+    assert "Disconnected from client" in log, log[-2000:]  # llama-cpp-python's server noticed and stopped
+    runs = [int(n) for n in re.findall(r"\beval time =\s+[\d.]+ ms /\s+(\d+) runs", log)]
+    print(f"\ncancelled after 3 deltas; decode runs logged since: {runs}; next reply took {next_s:.2f} s")
+    assert all(n < 200 for n in runs), runs  # no 400-token generation ran on
 
 
 def test_the_engine_going_away_mid_reply_is_an_error_and_it_recovers(gguf, tmp_path):
