@@ -74,6 +74,22 @@ def content_words(text: str) -> list[str]:
     return [w for w in words if w and w not in FILLER_WORDS and not _HUM.fullmatch(w)]
 
 
+_CONTRACTIONS = {"'m": "am", "'s": "is", "'re": "are", "'ll": "will", "'ve": "have", "'d": "would", "n't": "not"}
+
+
+def _expand_contractions(words: list[str]) -> list[str]:
+    """ "i'm" -> "i", "am"; "don't" -> "do", "not": the ASR writes either form for the same sound."""
+    out: list[str] = []
+    for word in words:
+        for suffix, full in _CONTRACTIONS.items():
+            if word.endswith(suffix) and len(word) > len(suffix):
+                out += [word[: -len(suffix)], full]
+                break
+        else:
+            out.append(word)
+    return out
+
+
 def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
     """True if (almost) every content word heard is a word of the reply being played: at least
     `min_overlap` of them, where a word also counts when it is a near miss of a reply word (the ASR
@@ -82,10 +98,10 @@ def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
     foreign words ("stop", "wait a moment") is never echo."""
     import difflib
 
-    words = content_words(heard)
+    words = _expand_contractions(content_words(heard))
     if not words:
         return True
-    reply = set(content_words(reply_text))
+    reply = set(_expand_contractions(content_words(reply_text)))
 
     def known(word: str) -> bool:
         return word in reply or bool(difflib.get_close_matches(word, reply, n=1, cutoff=0.75))

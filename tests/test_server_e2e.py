@@ -20,6 +20,10 @@ from headstart.server import ServerConfig, VoiceServer
 
 pytestmark = pytest.mark.slow
 
+# Trailing silence after a user utterance: the endpointer may wait up to EndpointConfig.max_silence_s
+# (2.0 s) of *audio* when the EOU signal says the text reads unfinished; a live microphone keeps sending,
+# a test client must send that much.
+
 FRAME = 320  # 20 ms at 16 kHz
 
 
@@ -124,7 +128,7 @@ def test_a_spoken_turn_two_concurrent_sessions_and_an_idle_one(components):
             (idle_conn,) = server.connections - busy
 
             async def turn(client, rec):
-                await client.send_audio(np.concatenate([rec.read(), silence(1.5)]))
+                await client.send_audio(np.concatenate([rec.read(), silence(2.5)]))
                 await client.wait_for(lambda: client.of("metrics.turn"), 120)
 
             await asyncio.gather(turn(a, rec_a), turn(b, rec_b))
@@ -168,13 +172,13 @@ def interruption_scenario(components, *, when: str):
         server = await serve(components)
         try:
             client = await open_client(server, instant=False)  # plays in real time
-            await client.send_audio(np.concatenate([first.read(), silence(0.8)]))
+            await client.send_audio(np.concatenate([first.read(), silence(2.5)]))
             if when == "after_audio":
                 await client.wait_for(lambda: ("audio", client.current) in client.log if client.current else None)
                 await asyncio.sleep(0.3)
             else:
                 await client.wait_for(lambda: client.of("turn.end"))
-            await client.send_audio(np.concatenate([second.read(), silence(1.2)]))
+            await client.send_audio(np.concatenate([second.read(), silence(2.5)]))
             await client.wait_for(lambda: len(client.of("reply.started")) >= 2 and client.of("reply.interrupted"))
             await client.wait_for(lambda: len(client.of("metrics.turn")) >= 1)
             await client.ws.close()
@@ -223,7 +227,7 @@ def test_a_backchannel_pauses_then_resumes_the_reply(components):
         server = await serve(components)
         try:
             client = await open_client(server, instant=False)
-            await client.send_audio(np.concatenate([data.default_recording().read(), silence(0.8)]))
+            await client.send_audio(np.concatenate([data.default_recording().read(), silence(2.5)]))
             await client.wait_for(lambda: ("audio", client.current) in client.log if client.current else None)
             await client.send_audio(np.concatenate([0.5 * uh_huh, silence(1.0)]))
             await client.wait_for(lambda: client.of("reply.resumed"), 30)
@@ -249,7 +253,7 @@ def test_disconnect_one_second_into_reply_audio_ends_every_task(components):
         try:
             client = await open_client(server, instant=False)
             (connection,) = server.connections
-            await client.send_audio(np.concatenate([data.default_recording().read(), silence(0.8)]))
+            await client.send_audio(np.concatenate([data.default_recording().read(), silence(2.5)]))
             await client.wait_for(lambda: ("audio", client.current) in client.log if client.current else None)
             await asyncio.sleep(1.0)
             session = connection.session

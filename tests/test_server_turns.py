@@ -103,7 +103,7 @@ def test_reply_interrupt_with_a_stale_id_interrupts_nothing(components):
         server = await serve(components)
         try:
             client = await open_client(server, instant=False)  # plays in real time: the reply lasts
-            await client.send_audio(np.concatenate([rec.read(), silence(0.8)]))
+            await client.send_audio(np.concatenate([rec.read(), silence(2.5)]))
             await client.wait_for(lambda: client.of("reply.audio.start"), 120)
             reply_id = client.of("reply.started")[0]["reply_id"]
             await client.ws.send(json.dumps({"type": "reply.interrupt", "reply_id": reply_id + "-old"}))
@@ -133,7 +133,7 @@ def test_the_sessions_own_voice_coming_back_starts_no_turn_and_no_barge_in(compo
         server = await serve(components)
         try:
             client = await open_recording_client(server)
-            await client.send_audio(np.concatenate([rec.read(), silence(0.8)]))
+            await client.send_audio(np.concatenate([rec.read(), silence(2.5)]))
             await client.wait_for(lambda: client.of("reply.audio.start"), 120)
             reply_id = client.current
             rate = client.of("reply.audio.start")[0]["sample_rate"]
@@ -174,6 +174,9 @@ def test_the_sessions_own_voice_coming_back_starts_no_turn_and_no_barge_in(compo
     client, reply_id, echoed_s = asyncio.run(main())
     assert echoed_s > 1.0  # the reply really came back for a while
     assert len(client.of("turn.end")) == 1 and len(client.of("reply.started")) == 1
-    assert client.of("reply.paused") == [] and client.of("reply.interrupted") == []
+    heard = [(e["type"], e.get("text"), e.get("audio_ms")) for e in client.events
+             if e["type"] in ("vad.speech_started", "vad.speech_stopped", "transcript.partial", "transcript.final")]
+    assert client.of("reply.paused") == [] and client.of("reply.interrupted") == [], (
+        client.of("reply.interrupted"), heard, client.of("reply.done"))
     assert len(client.of("vad.speech_started")) == 1  # the user's only; the echo started nothing
     assert client.of("reply.done")[0]["reply_id"] == reply_id

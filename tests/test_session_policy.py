@@ -268,3 +268,11 @@ def test_echo_text_tolerates_asr_near_misses_but_not_a_short_foreign_phrase():
     assert not is_echo_text("no no stop that please", reply)
     # talking over the echo: the user's own words dominate what the ASR hears
     assert not is_echo_text("side of the what is the weather like in Paris tomorrow", reply)
+
+
+def test_echo_text_matches_contractions_either_way():
+    """Found by the loopback echo test: the reply said "I'm going ...", the ASR heard the echo as "I am"."""
+    reply = "I'm going to the right side of the screen."
+    assert is_echo_text("I am", reply) and is_echo_text("I am going to the right", reply)
+    assert is_echo_text("It's fine, don't worry", "It is fine. Do not worry.")
+    assert not is_echo_text("I am hungry now", reply)
