@@ -30,6 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--head", default=None, help="head file (default: where train-proposal saves it)")
     parser.add_argument("--k", type=int, default=3, help="draft tokens per verify step")
     parser.add_argument("--decode-tokens", type=int, default=32)
+    parser.add_argument("--prompts", type=int, default=3, help="how many of the bench's decode prompts (1-3)")
     parser.add_argument("--thresholds", default="0.5,0.7,0.9", help="early-exit confidence thresholds")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
     parser.add_argument("--dtype", default="float32")
@@ -135,7 +136,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 1
     engine.warm_up()
     prompts = [engine.render_prompt(with_system_prompt([*CONVERSATION, {"role": "user", "content": t}],
-                                                       config.system_prompt)) for t in DECODE_PROMPTS]
+                                                       config.system_prompt)) for t in DECODE_PROMPTS[:max(1, args.prompts)]]
     log("layer costs ...")
     costs = _costs(engine, drafter, prompts[0], args.k, args.device)
 
