@@ -129,7 +129,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     import os
 
     from headstart.llm.remote import RemoteLLM, RemoteLLMError
-    from headstart.llm.remote_config import api_key_from_environ
+    from headstart.llm.remote_config import RetryPolicy, api_key_from_environ
 
     def log(message: str) -> None:
         if not args.json:
@@ -139,7 +139,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         print("error: --repeats must be >= 1 and --lead-ms >= 0", file=sys.stderr)
         return 2
     try:
-        llm = RemoteLLM.from_url(args.llm, api_key=api_key_from_environ(os.environ))
+        # a measurement waits for a slow engine rather than retrying it (a cold CPU prefill can take long)
+        policy = RetryPolicy(first_token_timeout_s=120, stall_timeout_s=60, warmup_timeout_s=120,
+                             first_token_deadline_s=240, max_attempts=1)
+        llm = RemoteLLM.from_url(args.llm, api_key=api_key_from_environ(os.environ), policy=policy)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
