@@ -75,6 +75,8 @@ def test_packaged_head_for_smollm2_and_the_cache_copy_wins(tmp_path, monkeypatch
         H.weights_path("smollm2-135m"))
     assert H.load_weights("smollm2-135m").info == {"mine": 1}
     assert len(H.packaged_sentences()) >= 200
+    qwen = H.load_weights("qwen2.5-coder-0.5b")  # the session's default LLM
+    assert qwen.hidden_size == 896 and qwen.info["heldout_auc"] > 0.9
 
 
 # -- the real model -------------------------------------------------------------------------------------
