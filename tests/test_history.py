@@ -119,3 +119,44 @@ def test_bad_budget_is_a_clear_error(bad):
 def test_bad_low_water_is_a_clear_error(bad):
     with pytest.raises(ValueError, match="low_water"):
         TurnWindow(100, words, low_water=bad)
+
+
+def test_session_messages_are_bounded_when_configured(monkeypatch):
+    import asyncio
+    from dataclasses import replace
+
+    from headstart.clock import FakeClock
+    from headstart.components import Components
+    from headstart.config import LLMConfig, PipelineConfig
+    from headstart.llm.history import approx_token_count
+    from headstart.session import Session
+
+    class NoTokenizerEngine:  # e.g. a remote engine: the window falls back to the 4-characters estimate
+        def render_prompt(self, messages, add_generation_prompt=True):
+            return [1, 2, 3]
+
+    monkeypatch.setattr(Session, "_new_listener", lambda self: None)
+
+    def messages_after(n_turns: int, budget: int | None) -> list[dict]:
+        config = replace(PipelineConfig(), llm=LLMConfig(max_history_tokens=budget))
+        components = Components(config=config, asr=None, llm=NoTokenizerEngine(), tts=None)
+
+        async def main():
+            session = Session(components, clock=FakeClock())
+            out = []
+            for i in range(n_turns):
+                session.history += [{"role": "user", "content": f"question {i} about something"},
+                                    {"role": "assistant", "content": f"answer {i}, a sentence or so long."}]
+                out.append(session._messages())
+            await session.aclose()
+            return out
+
+        return asyncio.run(main())
+
+    unbounded = messages_after(200, None)
+    assert len(unbounded[-1]) == 401  # unchanged default: everything
+    bounded = messages_after(200, 300)
+    sizes = [sum(approx_token_count(m["content"]) + MESSAGE_OVERHEAD_TOKENS for m in msgs[1:]) for msgs in bounded]
+    assert max(sizes) <= 300 and max(sizes[100:]) <= max(sizes[:50])
+    assert all(msgs[0]["role"] == "system" for msgs in bounded)
+    assert bounded[-1][-1] == unbounded[-1][-1]  # the newest turn is always there
