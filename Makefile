@@ -19,7 +19,7 @@ COQUI_REQS := headstart/tts/coqui-requirements.txt
 
 # llama-cpp-python's OpenAI-compatible server: the existing serving engine that the remote-LLM and
 # scale tests start (tests/test_remote_llm.py, tests/test_scale.py; docs/remote.md). pip compiles
-# llama.cpp from source (~40 min on 2 busy shared cores here), once: the wheel is kept in
+# llama.cpp from source (61 min here, on 2 cores shared with four other builds/tests), once: the wheel is kept in
 # $(WHEEL_CACHE) and reused, so a second `make test` only installs it (seconds). `make test LLAMA_ENV=`
 # skips it, and those tests then skip with the reason.
 LLAMA_CPP_VERSION ?= 0.3.36
