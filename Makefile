@@ -20,7 +20,8 @@ COQUI_REQS := headstart/tts/coqui-requirements.txt
 # llama-cpp-python's OpenAI-compatible server: the existing serving engine that the remote-LLM and
 # scale tests start (tests/test_remote_llm.py, tests/test_scale.py; docs/remote.md). pip compiles
 # llama.cpp from source (61 min here, on 2 cores shared with four other builds/tests), once: the wheel is kept in
-# $(WHEEL_CACHE) and reused, so a second `make test` only installs it (seconds). `make test LLAMA_ENV=`
+# $(WHEEL_CACHE) and reused (without the multimodal mtmd library, which the text-only server never loads:
+# LLAVA_BUILD=OFF skips a large part of the compile), so a second `make test` only installs it (seconds). `make test LLAMA_ENV=`
 # skips it, and those tests then skip with the reason.
 LLAMA_CPP_VERSION ?= 0.3.36
 WHEEL_CACHE ?= $(HOME)/.cache/headstart/wheels
@@ -79,7 +80,7 @@ clean-coqui:
 $(LLAMA_STAMP): $(STAMP)
 	mkdir -p $(WHEEL_CACHE)
 	ls $(WHEEL_CACHE)/llama_cpp_python-$(LLAMA_CPP_VERSION)-*.whl >/dev/null 2>&1 || \
-		$(PY) -m pip wheel --no-deps "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w $(WHEEL_CACHE)
+		CMAKE_ARGS="-DLLAVA_BUILD=OFF" $(PY) -m pip wheel --no-deps "llama-cpp-python==$(LLAMA_CPP_VERSION)" -w $(WHEEL_CACHE)
 	$(PY) -m pip install --find-links $(WHEEL_CACHE) --only-binary llama-cpp-python \
 		"llama-cpp-python[server]==$(LLAMA_CPP_VERSION)"
 	$(PY) -c "import llama_cpp.server.app"
