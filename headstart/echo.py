@@ -54,8 +54,13 @@ class EchoDetector:
         end = played.shape[0] if played_s is None else min(played.shape[0], int(played_s * SAMPLE_RATE_HZ) + SAMPLE_RATE_HZ // 4)
         start = end - mic.shape[0] - self.max_delay
         ref = played[max(0, start):end]
-        if start < 0:  # the mic window reaches back before the reply began: the speaker was silent then
-            ref = np.concatenate([np.zeros(-start, dtype=np.float32), ref])
+        if start < 0:
+            # The mic window reaches back before the reply began (the speaker was silent then): pad
+            # with that silence, but search only alignments where at least 40 % of the window is
+            # reply audio (a short overlap with the onset of the user's own voice correlates by chance).
+            pad = -start
+            ref = np.concatenate([np.zeros(pad, dtype=np.float32), ref])
+            ref = ref[max(0, pad - int(0.6 * mic.shape[0])):]
         return normalized_xcorr_peak(mic, ref)
 
     def is_echo(self, played_s: float | None = None) -> bool:

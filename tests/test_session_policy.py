@@ -276,3 +276,18 @@ def test_echo_text_matches_contractions_either_way():
     assert is_echo_text("I am", reply) and is_echo_text("I am going to the right", reply)
     assert is_echo_text("It's fine, don't worry", "It is fine. Do not worry.")
     assert not is_echo_text("I am hungry now", reply)
+
+
+def test_the_users_own_voice_early_in_the_reply_is_not_echo():
+    """The user starts speaking 0.3 s into the reply, after silence: the onset of their voice must not
+    correlate with the few samples of reply audio at the edge of the padded reference."""
+    rng = np.random.default_rng(3)
+    reply = data.recording("librivox-0880").read()
+    reply = reply[int(np.argmax(np.abs(reply) > 0.05)):][: int(0.3 * 16000)]
+    user = data.recording("conf-full").read()
+    user = user[int(np.argmax(np.abs(user) > 0.05)):][: int(0.25 * 16000)]
+    detector = EchoDetector()
+    detector.push_played(reply)
+    detector.push_mic(0.003 * rng.standard_normal(int(0.3 * 16000)).astype(np.float32))
+    detector.push_mic(user)
+    assert not detector.is_echo(played_s=0.3), detector.similarity(played_s=0.3)
