@@ -450,8 +450,10 @@ class Session:
                 return
             self._current_turn().vad_speech_end_at_s = now
             if tt.utterance == "user":
-                self._head(self.head_start.speech_ended())
+                # the EOU estimate goes to the llm thread first: a held reply started now generates in
+                # one job, and the endpointer waits for the estimate
                 self._eou_at_speech_end()
+                self._head(self.head_start.speech_ended())
         elif isinstance(event, FinalTranscript):
             was_echo = tt.utterance == "echo"
             self._apply(tt.final(event.text, self._reply_text()))

@@ -172,3 +172,35 @@ def test_auto_falls_back_from_head_to_token_with_the_token_thresholds(monkeypatc
         assert resolve_eou(components, legacy)[1].eou_scorer == "token"
     finally:
         components.close()
+
+
+def test_the_speech_end_estimate_is_queued_before_a_held_reply(monkeypatch):
+    """The held reply generates in one llm job; the endpointer waits for the estimate, so the estimate
+    must be on the llm thread first (measured: the end of turn came 1 s later the other way round)."""
+    from headstart.session import Session as RealSession
+
+    order: list[str] = []
+    model = RecordingEOU(0.6)
+    Session, components = make(monkeypatch, model)
+    real_future = RealSession._eou_future
+    monkeypatch.setattr(RealSession, "_eou_future", lambda self, text: order.append("eou") or real_future(self, text))
+    monkeypatch.setattr(RecordingLiveTurn, "reply", lambda self, text: order.append("held_reply") or _stream())
+
+    async def main():
+        session = Session(components, clock=FakeClock())
+        for event in (SpeechStarted(0.1), PartialTranscript("", "What time is it?", 0.6), SpeechEnded(0.8)):
+            session._on_listener_event(event)  # punctuation: the held reply starts at the speech end
+        assert order[:2] == ["eou", "held_reply"]
+        await drain(session)
+        await session.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        components.close()
+
+
+def _stream():
+    from test_session_switches import _Stream
+
+    return _Stream()
