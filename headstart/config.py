@@ -136,9 +136,11 @@ class LLMConfig:
     # a model with the same tokenizer). It switches itself off below break-even.
     speculative: str = "none"
     draft_model: str | None = None
-    # The drafter's own quantisation ("int8" or None). Drafts are only proposals (the target verifies
-    # every token), so a lossy, cheaper drafter keeps the output exact and moves the break-even.
-    draft_quantize: str | None = None
+    # The drafter's own quantisation ("int8", None, or "auto": int8 where the drafter runs in float32 on
+    # CPU). Drafts are only proposals (the target verifies every token), so a lossy, cheaper drafter
+    # keeps the output exact and moves the break-even (measured: qwen2.5-coder-0.5b drafting for the
+    # 1.5b, 0.90x plain with an fp32 drafter, 1.24x with an int8 one).
+    draft_quantize: str | None = "auto"
     speculate_k: int = 4
     # Preemptive reply: at most this many tokens are generated and held before end of turn.
     preemptive_max_tokens: int = 8

@@ -61,3 +61,14 @@ def test_draft_quantize_is_refused_where_int8_cannot_work(decoder):
                        draft_quantize="int4")
     with pytest.raises(ValueError, match="int4"):
         build_decoder(decoder.engine, config, ThreadPlan())
+
+
+def test_auto_draft_quantize_is_int8_only_for_an_fp32_cpu_drafter():
+    from headstart.llm.speculative import resolve_draft_quantize
+
+    assert LLMConfig().draft_quantize == "auto"
+    assert resolve_draft_quantize(LLMConfig(dtype="float32")) == "int8"
+    assert resolve_draft_quantize(LLMConfig(dtype="bfloat16")) is None  # no int8 kernels for bf16
+    assert resolve_draft_quantize(LLMConfig(dtype="float32", device="cuda")) is None
+    assert resolve_draft_quantize(LLMConfig(dtype="float32", draft_quantize=None)) is None
+    assert resolve_draft_quantize(LLMConfig(dtype="float32", draft_quantize="int8")) == "int8"

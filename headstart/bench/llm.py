@@ -80,8 +80,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dtype", default="auto", help="'auto' (fp32 on AVX2-only CPUs), 'float32', 'bfloat16'")
     parser.add_argument("--quantize", choices=["int8"], default=None,
                         help="dynamic int8 Linear layers (LLMConfig.quantize; float32 CPU only)")
-    parser.add_argument("--draft-quantize", choices=["int8", "none"], default="none",
-                        help="quantise only the draft model (LLMConfig.draft_quantize); output stays exact")
+    parser.add_argument("--draft-quantize", choices=["auto", "int8", "none"], default="auto",
+                        help="quantise only the draft model (LLMConfig.draft_quantize; auto: int8 for an fp32 "
+                             "drafter on CPU); the output stays exact")
     parser.add_argument("--decode-tokens", type=int, default=48, help="tokens per decode measurement")
     parser.add_argument("--repeats", type=int, default=3, help="TTFT repeats (median)")
     parser.add_argument("--speculate-k", type=int, default=None, help="draft length k (default: 4 lookup, 3 model)")
@@ -235,7 +236,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         log(f"loading {args.model}")
         engine = LLMEngine.from_config(config, threads)
-        draft_quantize = None if args.draft_quantize == "none" else args.draft_quantize
+        from headstart.llm.speculative import resolve_draft_quantize
+
+        draft_quantize = resolve_draft_quantize(
+            replace(config, draft_quantize=None if args.draft_quantize == "none" else args.draft_quantize))
         draft = (LLMEngine.from_config(replace(config, model=draft_name, quantize=draft_quantize), threads)
                  if draft_name else None)
     except (ModelError, FileNotFoundError, ValueError) as exc:
@@ -269,7 +273,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     result = {
         "model": args.model,
         "draft_model": draft_name,
-        "draft_quantize": args.draft_quantize if draft_name else None,
+        "draft_quantize": draft_quantize if draft_name else None,
         "threads": args.threads,
         "dtype": str(engine.model.dtype).removeprefix("torch."),
         "quantize": args.quantize,

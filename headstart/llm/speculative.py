@@ -320,10 +320,24 @@ class Decoder:
                     engine.crop(keep)
 
 
+def resolve_draft_quantize(config: LLMConfig) -> str | None:
+    """The drafter's quantisation for `config.draft_quantize`: "auto" is "int8" where the drafter would
+    run in float32 on CPU (dynamic int8 kernels exist only there) and None elsewhere; any other value
+    is returned as is (LLMEngine checks it)."""
+    if config.draft_quantize != "auto":
+        return config.draft_quantize
+    import torch
+
+    from headstart.llm.engine import resolve_dtype
+
+    on_cpu_fp32 = config.device == "cpu" and resolve_dtype(config.dtype, config.device) == torch.float32
+    return "int8" if on_cpu_fp32 else None
+
+
 def build_decoder(engine: LLMEngine, config: LLMConfig, threads: ThreadPlan) -> Decoder:
     """The decoder `config.speculative` asks for: "none" (plain), "prompt_lookup", or "draft_model"
-    (loads `config.draft_model` with the same dtype and device, quantised as `config.draft_quantize`;
-    never downloads). ValueError for an
+    (loads `config.draft_model` with the same dtype and device, quantised as `config.draft_quantize`
+    resolves, see `resolve_draft_quantize`; never downloads). ValueError for an
     unknown method, a missing draft model name or a draft model with another tokenizer."""
     from dataclasses import replace
 
@@ -336,7 +350,7 @@ def build_decoder(engine: LLMEngine, config: LLMConfig, threads: ThreadPlan) -> 
         if not config.draft_model:
             raise ValueError('speculative="draft_model" needs LLMConfig.draft_model (e.g. "qwen2.5-coder-0.5b")')
         draft = LLMEngine.from_config(
-            replace(config, model=config.draft_model, quantize=config.draft_quantize), threads
+            replace(config, model=config.draft_model, quantize=resolve_draft_quantize(config)), threads
         )
         return Decoder(engine, DraftModelDrafter(draft, engine), config.speculate_k)
     raise ValueError(f'unknown speculative method {method!r}: use "none", "prompt_lookup" or "draft_model"')
