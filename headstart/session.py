@@ -472,6 +472,8 @@ class Session:
                 self._close_live()
             elif tt.utterance == "user":
                 self._out.put_nowait(event)
+                if self._eou_model is not None and self._eou_scorer == self._llm_eou and self._eou_applies():
+                    self._eou_future(event.text)  # on the llm thread before a held reply on this final
                 self._head(self.head_start.final(event.text))
                 return
         elif isinstance(event, EndOfTurn):

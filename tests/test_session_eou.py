@@ -204,3 +204,30 @@ def _stream():
     from test_session_switches import _Stream
 
     return _Stream()
+
+
+def test_the_final_is_estimated_before_a_held_reply_on_it(monkeypatch):
+    from headstart.events import FinalTranscript
+    from headstart.session import Session as RealSession
+
+    order: list[str] = []
+    model = RecordingEOU(0.6)
+    Session, components = make(monkeypatch, model)
+    real_future = RealSession._eou_future
+    monkeypatch.setattr(RealSession, "_eou_future", lambda self, text: order.append("eou") or real_future(self, text))
+    monkeypatch.setattr(RecordingLiveTurn, "reply", lambda self, text: order.append("held_reply") or _stream())
+
+    async def main():
+        session = Session(components, clock=FakeClock())
+        for event in (SpeechStarted(0.1), SpeechEnded(0.8), FinalTranscript("What time is it?", 0.8)):
+            session._on_listener_event(event)  # no partial: the final starts the held reply
+        assert order == ["eou", "held_reply"]
+        await drain(session)
+        assert model.calls == ["What time is it?"]
+        assert await session._score_eou("What time is it?") == 0.6 and len(model.calls) == 1  # shared
+        await session.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        components.close()
