@@ -86,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     te = llm_sub.add_parser("train-eou", help="train the EOU head (end-of-utterance probe on the LLM's last hidden state)")
     eou_head.add_arguments(te)
-    te.set_defaults(func=eou_head.run_from_args)
+    te.set_defaults(func=lambda args: eou_head.run_from_args(args, bench_texts=_bench_texts))
 
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)
@@ -101,3 +101,10 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
+
+
+def _bench_texts() -> list[str]:
+    """The packaged bench transcripts (`headstart llm train-eou --evaluate-bench`)."""
+    from headstart.bench.data import recordings
+
+    return [r.text for r in recordings()]

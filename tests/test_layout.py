@@ -11,6 +11,9 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "headstart"
 SHARED = {"audio", "events", "clock", "config", "models"}
 STAGES = ("voice", "llm", "tts")
+# Offline training tools (never imported by a running pipeline) may read the packaged bench prompts:
+# the proposal head's training set holds them out so its report is measured on unseen prompts.
+BENCH_READERS = {"llm/train_proposal.py"}
 
 
 def headstart_imports(path: Path) -> set[str]:
@@ -37,7 +40,8 @@ def headstart_imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("stage", STAGES)
 def test_stage_imports_only_shared_modules(stage):
     for path in sorted((PACKAGE / stage).rglob("*.py")):
-        bad = headstart_imports(path) - SHARED - {stage}
+        allowed = SHARED | {stage} | ({"bench"} if str(path.relative_to(PACKAGE)) in BENCH_READERS else set())
+        bad = headstart_imports(path) - allowed
         assert not bad, f"{path.relative_to(PACKAGE)} imports headstart.{', headstart.'.join(sorted(bad))}"
 
 

@@ -399,8 +399,11 @@ def add_arguments(parser: Any) -> None:
                         help="also report AUC on the bench transcripts (complete vs cut), head vs raw token probability")
 
 
-def run_from_args(args: Any) -> int:
-    """Train (and save) a head; prints progress, then one JSON line. Returns the exit status."""
+def run_from_args(args: Any, bench_texts: Any = None) -> int:
+    """Train (and save) a head; prints progress, then one JSON line. Returns the exit status.
+
+    `bench_texts`: a callable returning the evaluation texts for `--evaluate-bench` (the CLI passes the
+    packaged bench transcripts; llm/ does not import bench/)."""
     from headstart.config import LLMConfig, ThreadPlan
     from headstart.llm.engine import LLMEngine
     from headstart.models import ModelError
@@ -421,9 +424,10 @@ def run_from_args(args: Any) -> int:
     out = weights.save(args.out or weights_path(args.model))
     result: dict[str, Any] = {"model": args.model, "path": str(out), **weights.info}
     if args.evaluate_bench:
-        from headstart.bench.data import recordings
-
-        result.update(evaluate(EOUHead(engine, weights), [r.text for r in recordings()], config.system_prompt))
+        if bench_texts is None:
+            print("train-eou: --evaluate-bench needs the bench transcripts: run it as `headstart llm train-eou`")
+            return 2
+        result.update(evaluate(EOUHead(engine, weights), list(bench_texts()), config.system_prompt))
     print(json.dumps(result))
     return 0
 
