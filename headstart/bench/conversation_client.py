@@ -143,6 +143,22 @@ class Player:
         return not self.paused and self.position(now) < self.received_s - 1e-6
 
 
+def replay(player: Player, kind: str, payload: dict, t: float) -> None:
+    """Apply one server event to `player` as a real-time client does on its arrival (live, and when
+    the metrics replay a logged turn)."""
+    rid = payload.get("reply_id")
+    if kind == "reply.audio.start":
+        player.start(rid, payload.get("sample_rate", 16_000), t)
+    elif kind == "audio":
+        player.audio(payload["bytes"], t)
+    elif kind == "reply.paused" and rid == player.reply_id:
+        player.pause(t)
+    elif kind == "reply.resumed" and rid == player.reply_id:
+        player.resume(t)
+    elif kind == "reply.interrupted" and rid == player.reply_id:
+        player.flush(t)
+
+
 def noise_frame(rms: float, rng: np.random.Generator) -> np.ndarray:
     """20 ms of white noise at `rms` (room level; never digital zero)."""
     return (rng.standard_normal(FRAME_SAMPLES) * rms).astype(np.float32)
@@ -169,18 +185,7 @@ class _Conn:
         now = self.clock()
         if self.record is not None:
             self.record.events.append((now, kind, payload))
-        p = self.player
-        rid = payload.get("reply_id")
-        if kind == "reply.audio.start":
-            p.start(rid, payload.get("sample_rate", 16_000), now)
-        elif kind == "audio":
-            p.audio(payload["bytes"], now)
-        elif kind == "reply.paused" and rid == p.reply_id:
-            p.pause(now)
-        elif kind == "reply.resumed" and rid == p.reply_id:
-            p.resume(now)
-        elif kind == "reply.interrupted" and rid == p.reply_id:
-            p.flush(now)
+        replay(self.player, kind, payload, now)
         self.changed.set()
 
     async def receive(self) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from headstart.bench.conversation_client import Player, TurnRecord
+from headstart.bench.conversation_client import Player, TurnRecord, replay
 
 FRAME_S = 0.02
 V2V_CAPACITY_P90_S = 1.0  # a session count is served when its p90 voice-to-voice stays under this
@@ -100,21 +100,6 @@ def is_cutoff(record: TurnRecord) -> bool | None:
     if eou is None or eou.get("audio_ms") is None:
         return False
     return eou["audio_ms"] / 1000.0 < record.pause_end_s - 1e-6
-
-
-def replay(player: Player, kind: str, payload: dict, t: float) -> None:
-    """Apply one logged event to `player`, as the client did when it arrived."""
-    rid = payload.get("reply_id")
-    if kind == "reply.audio.start":
-        player.start(rid, payload.get("sample_rate", 16_000), t)
-    elif kind == "audio":
-        player.audio(payload["bytes"], t)
-    elif kind == "reply.paused" and rid == player.reply_id:
-        player.pause(t)
-    elif kind == "reply.resumed" and rid == player.reply_id:
-        player.resume(t)
-    elif kind == "reply.interrupted" and rid == player.reply_id:
-        player.flush(t)
 
 
 def reply_silent_at(events: Iterable[tuple[float, str, dict]], since: float) -> float:
