@@ -119,6 +119,7 @@ def _connect_remote_llm(url: str, log: Callable[[str], None]):
 
     llm = RemoteLLM.from_url(url, api_key=api_key_from_environ(os.environ))
     log(f"LLM: remote engine {llm.endpoint.base_url} model {llm.endpoint.model!r}")
+    llm.warm_up()
     problem = llm.check()
     if problem is not None:
         log(f"warning: the LLM engine does not answer yet: {problem}")

@@ -51,4 +51,7 @@ def test_a_small_run_prints_the_json_line(capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert KEYS <= set(result)
     assert result["ttft_incremental_s"] < result["ttft_cold_s"]
-    assert result["exact"] == {"prompt_lookup": True}
+    # prompt lookup always; a self_speculative row too where a proposal head is trained for the model
+    # (`headstart llm train-proposal`: it depends on this machine's cache); every method exact
+    assert result["exact"]["prompt_lookup"] is True
+    assert set(result["exact"]) <= {"prompt_lookup", "self_speculative"} and all(result["exact"].values())

@@ -202,7 +202,14 @@ class RemoteLLM:
             return f"cannot reach {self.endpoint.base_url} ({type(exc).__name__}: {exc})"
 
     def warm_up(self) -> None:
-        """The local engine's start-up hook; a remote engine is already warm (no-op)."""
+        """Pay the client's first-use costs at start-up, not on the event loop of the first session:
+        importing `openai` and building a client with its chat resource take ~1.2 s of CPU here, a
+        stall long enough for audio queued meanwhile to arrive as a burst (and be rate-limited).
+        No request is sent."""
+        import openai
+
+        client = openai.AsyncOpenAI(api_key="none", base_url=self.endpoint.base_url, max_retries=0)
+        _ = client.chat.completions  # its resource classes load on first access
 
     async def aclose(self) -> None:
         """Close the HTTP client of the running event loop."""
