@@ -19,7 +19,8 @@ COQUI_REQS := headstart/tts/coqui-requirements.txt
 
 # llama-cpp-python's OpenAI-compatible server: the existing serving engine that the remote-LLM and
 # scale tests start (tests/test_remote_llm.py, tests/test_scale.py; docs/remote.md). pip compiles
-# llama.cpp from source (61 min here, on 2 cores shared with four other builds/tests), once: the wheel is kept in
+# llama.cpp from source (61 min with the multimodal library on 2 cores shared with four other jobs; 8 min
+# on 2 quiet cores without it, measured with cmake on the sdist), once: the wheel is kept in
 # $(WHEEL_CACHE) and reused (without the multimodal mtmd library, which the text-only server never loads:
 # LLAVA_BUILD=OFF skips a large part of the compile), so a second `make test` only installs it (seconds). `make test LLAMA_ENV=`
 # skips it, and those tests then skip with the reason.
