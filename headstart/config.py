@@ -138,8 +138,8 @@ class LLMConfig:
     draft_model: str | None = None
     # The drafter's own quantisation ("int8", None, or "auto": int8 where the drafter runs in float32 on
     # CPU). Drafts are only proposals (the target verifies every token), so a lossy, cheaper drafter
-    # keeps the output exact and moves the break-even (measured: qwen2.5-coder-0.5b drafting for the
-    # 1.5b, 0.90x plain with an fp32 drafter, 1.24x with an int8 one).
+    # keeps the output exact and moves the break-even (`headstart bench llm --model qwen2.5-coder-1.5b`
+    # on a loaded machine: 1.24x plain with the int8 0.5b drafter; the fp32 one was not re-run here).
     draft_quantize: str | None = "auto"
     speculate_k: int = 4
     # Preemptive reply: at most this many tokens are generated and held before end of turn.
