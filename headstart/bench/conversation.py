@@ -25,7 +25,9 @@ Scenarios (`--scenarios`):
 
 Between sessions the LLM's KV cache is cut back to the system prompt, so no configuration gets a
 prompt another one has already prefilled (the same recordings are asked in every configuration).
-There is no `--simulate` (virtual-clock) mode: every figure here comes from real time.
+`--simulate` runs the same client, server and sessions in this process on a virtual clock that skips
+idle time (waits for real-time audio and playback) while compute runs at its real cost
+(headstart/bench/conversation_simulate.py: the model and its limits); its output says so everywhere.
 
 Output: a table (p50 / p90 / max per configuration and metric), PNG plots in `--out` (a per-turn
 waterfall of stage timings, the voice-to-voice distribution per configuration), then one JSON line
@@ -106,6 +108,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
     parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a turn's reply")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths and the noise")
+    parser.add_argument("--simulate", action="store_true",
+                        help="quick run: the pipeline in-process on a virtual clock that skips idle waits while "
+                        "compute runs at its real cost (every scenario; output marked simulated)")
 
 
 # -- the in-process server --------------------------------------------------------------------------
@@ -181,8 +186,10 @@ class ConfigRun:
 
 
 async def run_config(name: str, url: str, components: Any, turns: list[UserTurn], pauses: list[UserTurn],
-                     barge: UserTurn | None, scenarios: set[str], args: argparse.Namespace, log) -> ConfigRun:
-    """Every chosen scenario against the server at `url` (one configuration)."""
+                     barge: UserTurn | None, scenarios: set[str], args: argparse.Namespace, log, *,
+                     connect=None, clock=time.perf_counter) -> ConfigRun:
+    """Every chosen scenario against the server at `url` (one configuration). `connect` and `clock` go
+    to `run_session` (`--simulate`: the in-memory connection and the virtual clock)."""
     run = ConfigRun(name)
     loop = asyncio.get_running_loop()
     rms = room_rms(turns[0])
@@ -192,7 +199,7 @@ async def run_config(name: str, url: str, components: Any, turns: list[UserTurn]
             await loop.run_in_executor(None, reset_llm_cache, components)
         try:
             return await run_session(url, items, noise_rms=rms, seed=args.seed + n, max_wait_s=args.max_wait,
-                                     session=n)
+                                     session=n, clock=clock, connect=connect)
         except Exception as exc:  # noqa: BLE001 - a refused or dropped connection is a result, not a crash
             run.errors.append(f"{type(exc).__name__}: {exc}")
             log(f"  {name}: session failed: {type(exc).__name__}: {exc}")
@@ -272,12 +279,15 @@ METRIC_TITLES = {
 }
 
 
-def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, dict]) -> None:
+def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, dict], simulated: bool = False) -> None:
     from rich.console import Console
     from rich.table import Table
 
     console = Console(file=sys.stdout, width=200)
-    table = Table(title="per-turn figures, p50 / p90 / max, from the true end of speech (qa turns)")
+    if simulated:
+        console.print(SIMULATED_LINE, markup=False)
+    title = "per-turn figures, p50 / p90 / max, from the true end of speech (qa turns)"
+    table = Table(title=("SIMULATED " + title) if simulated else title)
     table.add_column("metric")
     for name in figures_by_config:
         table.add_column(name, justify="right")
@@ -337,6 +347,11 @@ def summarize(runs: dict[str, ConfigRun]) -> tuple[dict[str, dict], dict[str, li
     return summaries, figures
 
 
+SIMULATED_LINE = ("SIMULATED (--simulate): client, server and sessions in one process on a virtual clock; idle waits "
+                  "skipped, compute at its real cost; not a real-time measurement (limits: "
+                  "headstart/bench/conversation_simulate.py)")
+
+
 def run(args: argparse.Namespace, log=print) -> dict:
     """Run the benchmark; returns the JSON object. Raises ValueError for bad options."""
     from headstart.demo import build_config
@@ -351,6 +366,15 @@ def run(args: argparse.Namespace, log=print) -> dict:
     if not turns:
         raise ValueError("no recordings to send")
     base = build_config(args)
+    simulate = bool(getattr(args, "simulate", False))
+    if simulate:
+        from headstart.llm.remote_config import is_remote_llm
+
+        if args.server is not None:
+            raise ValueError("--simulate runs the pipeline in this process; it cannot drive --server")
+        if is_remote_llm(base.llm.model):
+            raise ValueError("--simulate cannot time a remote LLM (its work is waiting on a socket, which the "
+                             "virtual clock would skip); run it in real time")
     known = variants(base)
     names = [n.strip() for n in args.configs.split(",") if n.strip()]
     bad = [n for n in names if n not in known]
@@ -379,6 +403,8 @@ def run(args: argparse.Namespace, log=print) -> dict:
     started = time.perf_counter()
     runs: dict[str, ConfigRun] = {}
     effective_configs: dict[str, dict] = {}
+    simulation: dict[str, dict] = {}
+    config_wall: dict[str, float] = {}  # the real time each configuration's scenarios took (no loading)
     try:
         if args.server is None:
             from headstart.components import Components
@@ -399,9 +425,24 @@ def run(args: argparse.Namespace, log=print) -> dict:
             config = apply(known[name], base)
             effective_configs[name] = effective(config)
             log(f"configuration {name}: {known[name].description}")
+            config_started = time.perf_counter()
+            if simulate:
+                from headstart.bench.conversation_simulate import run_simulated
+
+                async def simulated(server, clock, name=name):
+                    return await run_config(name, "memory:///ws", server.server.components, turns, pauses, barge,
+                                            scenarios, args, log, connect=server.connect, clock=clock.now)
+
+                runs[name], simulation[name] = run_simulated(simulated, components, config, max_sessions)
+                s = simulation[name]
+                log(f"  {name}: simulated {s['virtual_s']:.1f} s of virtual time in {s['wall_s']:.1f} s "
+                    f"(idle skipped {s['skipped_s']:.1f} s)")
+                config_wall[name] = round(time.perf_counter() - config_started, 1)
+                continue
             comps = dataclasses.replace(components, config=config)
             with ServerThread(comps, max_sessions) as url:
                 runs[name] = asyncio.run(run_config(name, url, comps, turns, pauses, barge, scenarios, args, log))
+            config_wall[name] = round(time.perf_counter() - config_started, 1)
     finally:
         if components is not None:
             components.close()
@@ -417,28 +458,34 @@ def run(args: argparse.Namespace, log=print) -> dict:
     if not args.no_plots:
         from headstart.bench.conversation_plots import plot_v2v_distribution, plot_waterfall
 
-        plots.append(str(plot_waterfall(figures, out_dir / "waterfall.png")))
-        plots.append(str(plot_v2v_distribution(figures, out_dir / "v2v.png")))
+        note = "SIMULATED (virtual clock)" if simulate else None
+        plots.append(str(plot_waterfall(figures, out_dir / "waterfall.png", note=note)))
+        plots.append(str(plot_v2v_distribution(figures, out_dir / "v2v.png", note=note)))
     if not args.json:
-        print_table(figures, summaries)
+        print_table(figures, summaries, simulated=simulate)
     base_p50 = summaries.get("baseline", {}).get("v2v_p50_s")
     head_p50 = summaries.get("headstart", {}).get("v2v_p50_s")
     notes = []
     if args.server is not None:
         notes.append("--server: the remote server's KV cache and history are its own (not reset between sessions), "
                      "and its configuration is not known here")
+    if simulate:
+        notes.append(SIMULATED_LINE)
     if summaries.get("headstart") and not summaries["headstart"]["eou_probability_seen"]:
         notes.append("no EOU probability reached the endpointer (no EOU scorer wired into the server's "
                      "sessions): semantic endpointing had no effect in this run")
-    return {
+    out = {
         "bench": "conversation",
+        "simulated": simulate,
         "configs": summaries,
         "speedup_v2v_p50": round(base_p50 / head_p50, 3) if base_p50 and head_p50 else None,
         "unavailable": unavailable,
         "scenarios": sorted(scenarios),
         "effective": {"models": {"asr": base.asr.model, "llm": base.llm.model, "tts": base.tts.engine,
                                  "vad": base.vad.engine}, "configs": effective_configs,
-                      "server": args.server or "in-process (loopback)", "pace": "realtime",
+                      "server": args.server or ("in-process (in-memory websocket)" if simulate
+                                                else "in-process (loopback)"),
+                      "pace": "simulated" if simulate else "realtime",
                       "turn_recordings": [t.name for t in turns[: args.turns]],
                       "synthetic_voice": None if args.synthetic == "none" else args.synthetic,
                       "barge_in_recording": barge.name if barge else None},
@@ -447,7 +494,19 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "plots": plots,
         "records": str(out_dir / "records.json"),
         "wall_s": round(time.perf_counter() - started, 1),
+        "config_wall_s": config_wall,
     }
+    if simulate:
+        from headstart.bench.conversation_simulate import SIMULATION_MODEL
+
+        out["simulation"] = {
+            "model": SIMULATION_MODEL,
+            "virtual_s": round(sum(s["virtual_s"] for s in simulation.values()), 1),
+            "run_wall_s": round(sum(s["wall_s"] for s in simulation.values()), 1),
+            "skipped_s": round(sum(s["skipped_s"] for s in simulation.values()), 1),
+            "configs": simulation,
+        }
+    return out
 
 
 def run_from_args(args: argparse.Namespace) -> int:

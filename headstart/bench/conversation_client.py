@@ -5,7 +5,8 @@ each user turn's recording as 20 ms PCM16 frames at real-time pace, then room-le
 in a room, never digital zero) until the turn is over; meanwhile it plays the reply audio on a model of
 a real-time player (`Player`) and reports `playback.position` every 100 ms, pausing on `reply.paused`
 and flushing on `reply.interrupted` as the clients do. Every received event, and every reply audio
-frame, is stamped on one client clock (`time.perf_counter`) into the turn's `TurnRecord`; the true end
+frame, is stamped on one client clock (`time.perf_counter`; with `--simulate` the virtual clock of
+headstart/bench/conversation_simulate.py) into the turn's `TurnRecord`; the true end
 of the user's speech is the send time of the frame holding the recording's `speech_end_s` (the earliest
 moment a server could know it). The metrics are computed from these records afterwards
 (headstart/bench/conversation_metrics.py), never here.
@@ -223,12 +224,19 @@ async def run_session(
     barge_after_s: float = 0.6,
     session: int = 0,
     clock: Callable[[], float] = time.perf_counter,
+    connect=None,
 ) -> list[TurnRecord]:
     """Run `turns` ((user turn, mode, barge-in utterance or None), ...) on one websocket connection.
 
+    `clock` stamps every event and paces the frames (with `asyncio.sleep`, on the loop's time: the
+    two must agree; `--simulate` passes its virtual clock and runs on a loop whose time it is).
+    `connect(url, **options)` opens the connection (default `websockets.asyncio.client.connect`;
+    `--simulate` passes an in-memory one, headstart/bench/conversation_simulate.py).
+
     Returns one TurnRecord per turn, in order. Raises OSError / websockets errors when the server cannot
     be reached or refuses the connection (e.g. 503: too many sessions)."""
-    from websockets.asyncio.client import connect
+    if connect is None:
+        from websockets.asyncio.client import connect
 
     rng = np.random.default_rng(seed)
     records: list[TurnRecord] = []

@@ -27,11 +27,13 @@ def _pyplot():
     return plt
 
 
-def plot_waterfall(figures: dict[str, list[dict]], path: str | Path, max_rows: int = 60) -> Path:
+def plot_waterfall(figures: dict[str, list[dict]], path: str | Path, max_rows: int = 60,
+                   note: str | None = None) -> Path:
     """Write the per-turn stage waterfall to `path` (PNG); returns the path.
 
     Args:
         figures: configuration name -> its turn figures (headstart/bench/conversation_metrics.turn_figures).
+        note: put in front of the title (e.g. "SIMULATED (virtual clock)").
     """
     plt = _pyplot()
     rows = [(name, f) for name, figs in figures.items() for f in figs][:max_rows]
@@ -60,7 +62,7 @@ def plot_waterfall(figures: dict[str, list[dict]], path: str | Path, max_rows: i
     ax.invert_yaxis()
     ax.axvline(0.0, color="black", linewidth=0.8)
     ax.set_xlabel("seconds after the true end of the user's speech (client clock)")
-    ax.set_title("Where each turn's voice-to-voice time goes")
+    ax.set_title(_titled(note, "Where each turn's voice-to-voice time goes"))
     height = fig.get_size_inches()[1]
     if rows:
         handles, names = ax.get_legend_handles_labels()
@@ -72,8 +74,13 @@ def plot_waterfall(figures: dict[str, list[dict]], path: str | Path, max_rows: i
     return path
 
 
-def plot_v2v_distribution(figures: dict[str, list[dict]], path: str | Path) -> Path:
-    """Write the voice-to-voice distribution per configuration to `path` (PNG); returns the path."""
+def _titled(note: str | None, title: str) -> str:
+    return f"{note}: {title}" if note else title
+
+
+def plot_v2v_distribution(figures: dict[str, list[dict]], path: str | Path, note: str | None = None) -> Path:
+    """Write the voice-to-voice distribution per configuration to `path` (PNG); returns the path.
+    `note` goes in front of the title."""
     plt = _pyplot()
     names = list(figures)
     data = [[f["v2v_s"] for f in figures[n] if f.get("v2v_s") is not None] for n in names]
@@ -90,7 +97,8 @@ def plot_v2v_distribution(figures: dict[str, list[dict]], path: str | Path) -> P
     ax.set_xticks(positions, names, rotation=20, ha="right", fontsize=8)
     ax.set_ylabel("voice-to-voice (s)")
     ax.set_ylim(bottom=0)
-    ax.set_title("Voice-to-voice per configuration: true end of speech → first reply audio byte", fontsize=10)
+    ax.set_title(_titled(note, "Voice-to-voice per configuration: true end of speech → first reply audio byte"),
+                 fontsize=10)
     ax.legend(fontsize=8)
     fig.tight_layout()
     path = Path(path)
