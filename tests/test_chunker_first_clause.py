@@ -29,13 +29,13 @@ def test_first_clause_off_gives_whole_sentences_only(step):
 
 
 def test_first_clause_off_never_cuts_a_long_opening_by_word_count():
-    text = "one two three four five six seven eight nine ten eleven twelve thirteen fourteen. Done."
+    text = "red green blue cyan pink gold gray teal navy lime plum rose tan jade. Done."
     chunker = ClauseChunker(TTSConfig(first_clause=False, first_chunk_max_words=8))
     assert chunker.push(text[:-6]) == []  # no sentence end has arrived yet (no space after the period)
-    assert chunker.push(" Done.") == ["one two three four five six seven eight nine ten eleven twelve thirteen fourteen."]
+    assert chunker.push(" Done.") == ["red green blue cyan pink gold gray teal navy lime plum rose tan jade."]
     assert chunker.flush() == ["Done."]
     on = ClauseChunker(TTSConfig(first_chunk_max_words=8))
-    assert on.push(text[:-6]) == ["one two three four five six seven eight"]
+    assert on.push(text[:-6]) == ["red green blue cyan pink gold gray teal"]
 
 
 def test_first_clause_off_stays_off_after_flush_and_reset():

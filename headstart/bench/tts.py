@@ -1,18 +1,28 @@
-"""`headstart bench tts [--json]`: time to first audio of the first clause, and RTF, per TTS engine.
+"""`headstart bench tts [--json]`: time to first audio of the first clause, RTF and a streamed reply's
+first audio and stalls, per TTS engine.
 
-For each engine the reply text is cut by the real ClauseChunker and normalised as in a session; then,
-`--runs` times:
-  - TTFA: wall time from calling `synthesize(first clause)` to its first audio array;
-  - RTF: wall time to synthesise every chunk of the reply / seconds of audio produced.
-The medians are reported. Engines load (and warm up) before timing; their load time is shown apart.
+The text is a set of typical assistant replies (`REPLIES`; `--text` replaces them with one). Each reply
+is streamed into the real ClauseChunker as an LLM would stream it, one pseudo-token at a time (a word or
+a run of punctuation with its leading space, `pseudo_tokens`), so the chunks are the ones a live session
+speaks; each chunk is normalised as in a session. Then, `--runs` times, every chunk of every reply is
+synthesised and timed:
+  - TTFA: wall time from calling `synthesize(first chunk)` to its first audio array (Piper: the whole
+    chunk, it synthesises a chunk in one call); the median over runs, then over replies;
+  - RTF: wall time to synthesise all the replies' chunks / seconds of audio produced (median over runs);
+  - stream: a replay of each reply with tokens arriving every `--tpot-s` seconds (0.1 s: the default
+    LLM, int8 qwen2.5-coder-0.5b, measured 90 ms) and the measured per-chunk synthesis times on one
+    synthesis thread: `first_audio_s` (first token -> first audio) and `stall_s` (silence inside the
+    reply while playback waits for the next chunk), medians over replies.
+Engines load (and warm up) before timing; their load time is shown apart.
 
 coqui has no real checkpoint here: without `--coqui-model` a tiny VITS with random weights is built in
 the coqui venv (`make coqui-env`) and timed; its row is marked `"random_weights": true` (its speed says
 nothing about a real model's, only about the worker path's overhead).
 
 The last line printed is one JSON object:
-    {"bench": "tts", "engines": {"piper": {"ttfa_s", "rtf", ...}, "coqui": {..., "random_weights": true},
-     "espeak": {...}, "hibari": {...}}, "targets": {...}, ...}
+    {"bench": "tts", "engines": {"piper": {"ttfa_s", "rtf", "stream": {...}, ...}, "coqui": {...,
+     "random_weights": true}, "espeak": {...}, "hibari": {...}}, "targets": {...}, "first_clauses": [...],
+     ...}
 An engine that is not available gets {"skipped": "<why>"} instead of figures.
 """
 
@@ -20,67 +30,196 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import statistics
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 ENGINES = ("piper", "coqui", "espeak", "hibari")
-DEFAULT_TEXT = (
+# Typical replies of a voice assistant: openings with and without an interjection, a comma late or
+# never, a number in the first words.
+REPLIES = (
     "Sure, here is the plan for today. First, we meet Dr. Lee at 9:30 am, and lunch costs about $12.50. "
-    "After that we walk to the park by the river, and we should be home by six."
+    "After that we walk to the park by the river, and we should be home by six.",
+    "The capital of Australia is Canberra, not Sydney as many people think. It was chosen as a compromise "
+    "between Sydney and Melbourne.",
+    "I think the best way to learn a new language is to practise a little every day. Start with common "
+    "words, then read short stories out loud.",
+    "You can reset your password from the settings page. Open Account, choose Security, and follow the "
+    "steps there.",
+    "Good question! Water boils at 100 degrees Celsius at sea level, but at a lower temperature in the "
+    "mountains.",
+    "Tomorrow will be mostly sunny with a high of 24 degrees and a light breeze from the west.",
+    "Of course, I can help you with that. What would you like to know first?",
 )
+DEFAULT_TEXT = REPLIES[0]
 TARGETS = {"piper": {"ttfa_s": 0.2, "rtf": 0.15}}
+_PSEUDO_TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `bench tts` options to `parser`."""
+    from headstart.config import TTSConfig
+
+    defaults = TTSConfig()
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     parser.add_argument(
         "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)} (default: all)"
     )
     parser.add_argument("--runs", type=int, default=5, help="timed runs per engine (median reported)")
     parser.add_argument("--threads", type=int, default=1, help="compute threads per engine (ThreadPlan.tts_threads)")
-    parser.add_argument("--text", default=DEFAULT_TEXT, help="the reply text to speak")
+    parser.add_argument("--text", default=None, help="one reply to speak (default: the built-in set of replies)")
+    parser.add_argument("--tpot-s", type=float, default=0.1, help="seconds per LLM token in the stream replay")
+    parser.add_argument("--first-chunk-min-words", type=int, default=defaults.first_chunk_min_words,
+                        help="TTSConfig.first_chunk_min_words for the chunker")
+    parser.add_argument("--first-chunk-max-words", type=int, default=defaults.first_chunk_max_words,
+                        help="TTSConfig.first_chunk_max_words for the chunker")
     parser.add_argument("--coqui-model", default=None, help="a coqui checkpoint (default: tiny random-weight VITS)")
     parser.add_argument("--coqui-config", default=None, help="its config.json (default: next to the checkpoint)")
     parser.add_argument("--coqui-python", default=None, help="the coqui venv's python (default: .venv-coqui)")
 
 
-def _chunks(text: str) -> list[str]:
+def pseudo_tokens(text: str) -> list[str]:
+    """Split `text` the way an LLM streams it, roughly: a word or a run of punctuation, each with its
+    leading whitespace ("Sure, here" -> ["Sure", ",", " here"]). Joined, they give `text` back."""
+    return _PSEUDO_TOKEN_RE.findall(text)
+
+
+@dataclass(frozen=True, slots=True)
+class StreamedChunk:
+    """One chunk of a streamed reply: its spoken (normalised) text and the token step that emitted it
+    (0 = the first token; len(tokens) = the end of the reply)."""
+
+    spoken: str
+    ready_step: int
+
+
+def stream_chunks(text: str, config: Any = None) -> list[StreamedChunk]:
+    """Stream `text` pseudo-token by pseudo-token into a ClauseChunker(config) and normalise each chunk;
+    chunks that normalise to nothing are left out."""
     from headstart.tts.chunker import ClauseChunker
     from headstart.tts.normalize import normalize_text
 
-    chunker = ClauseChunker()
-    raw = list(chunker.push(text)) + list(chunker.flush())
-    return [spoken for spoken in (normalize_text(c) for c in raw) if spoken]
+    chunker = ClauseChunker(config)
+    tokens = pseudo_tokens(text)
+    out: list[StreamedChunk] = []
+    for step, token in enumerate(tokens):
+        out += [StreamedChunk(normalize_text(c), step) for c in chunker.push(token)]
+    out += [StreamedChunk(normalize_text(c), len(tokens)) for c in chunker.flush()]
+    return [c for c in out if c.spoken]
+
+
+def _chunks(text: str) -> list[str]:
+    return [c.spoken for c in stream_chunks(text)]
+
+
+def replay_stream(
+    chunks: list[StreamedChunk], synth_s: list[float], first_audio_s: list[float], audio_s: list[float], tpot_s: float
+) -> dict[str, float]:
+    """Replay one streamed reply on a virtual clock (no sleeping): token k arrives at k * tpot_s, chunks
+    are synthesised in order on one thread (chunk i takes `synth_s[i]`, its first audio after
+    `first_audio_s[i]`) and played back to back (chunk i lasts `audio_s[i]`).
+
+    Returns `first_audio_s` (first token -> first audio), `stall_s` (playback waiting for audio after
+    the first audio), `end_s` (first token -> end of playback), all in seconds.
+    """
+    if not chunks:
+        raise ValueError("nothing to speak: the reply normalises to no chunks")
+    synth_free = 0.0
+    play_end: float | None = None
+    first: float | None = None
+    stall = 0.0
+    for chunk, syn, fa, dur in zip(chunks, synth_s, first_audio_s, audio_s, strict=True):
+        start = max(chunk.ready_step * tpot_s, synth_free)
+        synth_free = start + syn
+        audio_at = start + fa
+        if play_end is None:
+            first = audio_at
+            play_end = audio_at + dur
+            continue
+        stall += max(0.0, audio_at - play_end)
+        play_end = max(audio_at, play_end) + dur
+    assert first is not None and play_end is not None
+    return {"first_audio_s": first, "stall_s": stall, "end_s": play_end}
 
 
 def measure(synth: Any, chunks: list[str], runs: int) -> dict[str, float]:
-    """Time `synth` on `chunks` `runs` times. Returns median `ttfa_s` (first chunk, call -> first
-    array), median `rtf` (whole reply: wall s / audio s), `audio_s` (of the whole reply)."""
+    """Time `synth` on one reply's `chunks` `runs` times. Returns median `ttfa_s` (first chunk, call ->
+    first array), median `rtf` (whole reply: wall s / audio s), `audio_s` (of the whole reply)."""
     if not chunks:
         raise ValueError("nothing to speak: the text normalises to no chunks")
-    ttfas: list[float] = []
-    rtfs: list[float] = []
-    audio_s = 0.0
+    per = measure_chunks(synth, [chunks], runs)[0]
+    total_audio = sum(c["audio_s"] for c in per)
+    return {"ttfa_s": per[0]["first_audio_s"], "rtf": sum(c["synth_s"] for c in per) / total_audio,
+            "audio_s": total_audio}
+
+
+def measure_chunks(synth: Any, replies: list[list[str]], runs: int) -> list[list[dict[str, float]]]:
+    """Synthesise every chunk of every reply, `runs` times (interleaved: run 1 of all, then run 2...).
+
+    Returns per reply, per chunk: median `first_audio_s` (call -> first array), median `synth_s`
+    (call -> last array), `audio_s`. Raises ValueError for a reply with no chunks, RuntimeError if the
+    engine gives no audio for a chunk.
+    """
+    if not replies or any(not chunks for chunks in replies):
+        raise ValueError("nothing to speak: the text normalises to no chunks")
+    firsts: dict[tuple[int, int], list[float]] = {}
+    walls: dict[tuple[int, int], list[float]] = {}
+    audio: dict[tuple[int, int], float] = {}
     for _ in range(max(1, runs)):
-        num_samples = 0
-        start = time.perf_counter()
-        first: float | None = None
-        for i, chunk in enumerate(chunks):
-            for audio in synth.synthesize(chunk):
-                if first is None and i == 0:
-                    first = time.perf_counter() - start
-                num_samples += int(audio.shape[0])
-        wall = time.perf_counter() - start
-        if first is None or num_samples == 0:
-            raise RuntimeError(f"{synth.name} produced no audio for the first clause {chunks[0]!r}")
-        audio_s = num_samples / synth.sample_rate
-        ttfas.append(first)
-        rtfs.append(wall / audio_s)
-    return {"ttfa_s": statistics.median(ttfas), "rtf": statistics.median(rtfs), "audio_s": audio_s}
+        for r, chunks in enumerate(replies):
+            for i, chunk in enumerate(chunks):
+                num_samples = 0
+                first: float | None = None
+                start = time.perf_counter()
+                for array in synth.synthesize(chunk):
+                    if first is None:
+                        first = time.perf_counter() - start
+                    num_samples += int(array.shape[0])
+                wall = time.perf_counter() - start
+                if first is None or num_samples == 0:
+                    raise RuntimeError(f"{synth.name} produced no audio for the chunk {chunk!r}")
+                firsts.setdefault((r, i), []).append(first)
+                walls.setdefault((r, i), []).append(wall)
+                audio[(r, i)] = num_samples / synth.sample_rate
+    return [
+        [
+            {"first_audio_s": statistics.median(firsts[(r, i)]), "synth_s": statistics.median(walls[(r, i)]),
+             "audio_s": audio[(r, i)]}
+            for i in range(len(chunks))
+        ]
+        for r, chunks in enumerate(replies)
+    ]
+
+
+def summarize(streamed: list[list[StreamedChunk]], timed: list[list[dict[str, float]]], tpot_s: float) -> dict[str, Any]:
+    """The engine's figures from `measure_chunks` output: `ttfa_s` (median over replies of the first
+    chunk's TTFA), `ttfa_max_s`, `rtf` (all chunks: synthesis s / audio s), `audio_s`, and `stream`
+    (median `first_audio_s`, `stall_s` over replies at `tpot_s`)."""
+    ttfas = [t[0]["first_audio_s"] for t in timed]
+    synth_total = sum(c["synth_s"] for t in timed for c in t)
+    audio_total = sum(c["audio_s"] for t in timed for c in t)
+    replays = [
+        replay_stream(chunks, [c["synth_s"] for c in t], [c["first_audio_s"] for c in t],
+                      [c["audio_s"] for c in t], tpot_s)
+        for chunks, t in zip(streamed, timed, strict=True)
+    ]
+    return {
+        "ttfa_s": statistics.median(ttfas),
+        "ttfa_max_s": max(ttfas),
+        "rtf": synth_total / audio_total,
+        "audio_s": audio_total,
+        "first_clause_audio_s": statistics.median(t[0]["audio_s"] for t in timed),
+        "stream": {
+            "tpot_s": tpot_s,
+            "first_audio_s": statistics.median(r["first_audio_s"] for r in replays),
+            "stall_s": statistics.median(r["stall_s"] for r in replays),
+            "stall_max_s": max(r["stall_s"] for r in replays),
+        },
+    }
 
 
 def _load(engine: str, args: argparse.Namespace, workdir: Path) -> tuple[Any, dict[str, Any]]:
@@ -129,12 +268,24 @@ def _tiny_vits(workdir: Path, python: str | None) -> tuple[str, str]:
 
 
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """Run the benchmark; returns the JSON-able result (see the module docstring)."""
+    """Run the benchmark; returns the JSON-able result (see the module docstring).
+
+    Raises:
+        ValueError: an unknown engine, a bad chunker setting, or a text with nothing to say.
+    """
+    from headstart.config import TTSConfig
+
     engines = [e.strip() for e in args.engines.split(",") if e.strip()]
     unknown = [e for e in engines if e not in ENGINES]
     if unknown:
         raise ValueError(f"unknown engine(s) {', '.join(unknown)}: use {', '.join(ENGINES)}")
-    chunks = _chunks(args.text)
+    config = TTSConfig(first_chunk_min_words=args.first_chunk_min_words,
+                       first_chunk_max_words=args.first_chunk_max_words)
+    texts = [args.text] if args.text is not None else list(REPLIES)
+    streamed = [stream_chunks(text, config) for text in texts]
+    if any(not chunks for chunks in streamed):
+        raise ValueError("nothing to speak: the text normalises to no chunks")
+    replies = [[c.spoken for c in chunks] for chunks in streamed]
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="headstart-bench-tts-") as tmp:
         for engine in engines:
@@ -146,7 +297,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             load_s = time.perf_counter() - t0
             try:
-                figures = measure(synth, chunks, args.runs)
+                figures = summarize(streamed, measure_chunks(synth, replies, args.runs), args.tpot_s)
             except Exception as exc:
                 results[engine] = {"skipped": f"{type(exc).__name__}: {exc}"}
                 continue
@@ -155,7 +306,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 if close is not None:
                     close()
             results[engine] = {
-                **{k: round(v, 4) for k, v in figures.items()},
+                **_rounded(figures),
                 "load_s": round(load_s, 2),
                 "sample_rate": synth.sample_rate,
                 "name": synth.name,
@@ -165,8 +316,12 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "bench": "tts",
         "engines": results,
         "targets": TARGETS,
-        "first_clause": chunks[0],
-        "chunks": len(chunks),
+        "first_clause": replies[0][0],
+        "first_clauses": [chunks[0] for chunks in replies],
+        "replies": len(replies),
+        "chunks": sum(len(chunks) for chunks in replies),
+        "first_chunk_min_words": config.first_chunk_min_words,
+        "first_chunk_max_words": config.first_chunk_max_words,
         "runs": args.runs,
         "threads": args.threads,
     }
@@ -176,26 +331,40 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     return result
 
 
+def _rounded(figures: dict[str, Any]) -> dict[str, Any]:
+    return {k: _rounded(v) if isinstance(v, dict) else round(v, 4) for k, v in figures.items()}
+
+
 def format_table(result: dict[str, Any]) -> str:
     """The human-readable table of a `run` result."""
     lines = [
-        f"TTS bench: first clause {result['first_clause']!r}, {result['chunks']} chunks, "
+        f"TTS bench: {result['replies']} replies, {result['chunks']} chunks, first chunk policy "
+        f"min {result['first_chunk_min_words']} / max {result['first_chunk_max_words']} words, "
         f"median of {result['runs']} runs, {result['threads']} thread(s)",
-        f"{'engine':<8} {'TTFA s':>8} {'RTF':>7} {'audio s':>8} {'load s':>7} {'rate Hz':>8}  note",
+        "first clauses: " + " | ".join(repr(c) for c in result["first_clauses"]),
+        f"{'engine':<8} {'TTFA s':>7} {'max s':>6} {'RTF':>6} {'audio s':>8} {'load s':>7} {'rate Hz':>8} "
+        f"{'stream 1st audio s':>18} {'stall s':>8}  note",
     ]
     for engine, r in result["engines"].items():
         if "skipped" in r:
-            lines.append(f"{engine:<8} {'-':>8} {'-':>7} {'-':>8} {'-':>7} {'-':>8}  skipped: {r['skipped'][:90]}")
+            lines.append(f"{engine:<8} {'-':>7} {'-':>6} {'-':>6} {'-':>8} {'-':>7} {'-':>8} {'-':>18} {'-':>8}"
+                         f"  skipped: {r['skipped'][:90]}")
             continue
         note = "random weights (noise): worker path only" if r.get("random_weights") else ""
         target = result["targets"].get(engine)
         if target:
             ok = r["ttfa_s"] <= target["ttfa_s"] and r["rtf"] <= target["rtf"]
             note = f"target TTFA <= {target['ttfa_s']} s, RTF <= {target['rtf']}: {'met' if ok else 'MISSED'}"
+        stream = r["stream"]
         lines.append(
-            f"{engine:<8} {r['ttfa_s']:>8.3f} {r['rtf']:>7.3f} {r['audio_s']:>8.2f} {r['load_s']:>7.2f} "
-            f"{r['sample_rate']:>8}  {note}"
+            f"{engine:<8} {r['ttfa_s']:>7.3f} {r['ttfa_max_s']:>6.3f} {r['rtf']:>6.3f} {r['audio_s']:>8.2f} "
+            f"{r['load_s']:>7.2f} {r['sample_rate']:>8} {stream['first_audio_s']:>18.3f} {stream['stall_s']:>8.3f}  {note}"
         )
+    if result["engines"]:
+        tpot = next((r["stream"]["tpot_s"] for r in result["engines"].values() if "stream" in r), None)
+        if tpot is not None:
+            lines.append(f"stream: tokens every {tpot} s; first audio from the first token, stalls inside the reply "
+                         "(medians over replies)")
     return "\n".join(lines)
 
 
@@ -204,6 +373,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     Returns 0, or 1 if no engine could be measured, 2 for bad arguments."""
     if args.runs < 1 or args.threads < 1:
         print("error: --runs and --threads must be >= 1")
+        return 2
+    if args.tpot_s <= 0:
+        print("error: --tpot-s must be > 0")
         return 2
     try:
         result = run(args)

@@ -6,10 +6,14 @@ the chunks that are ready; `flush` at the end of the reply; `reset` to drop ever
 Policy:
 - The first chunk of a reply is emitted as soon as it can be spoken well: at the first comma,
   semicolon, colon or dash followed by a space once the text has >= `first_chunk_min_words` words, or
-  at the first sentence end, whichever comes first. This halves time to first audio on long opening
-  sentences, at the cost of one extra prosody break. An opening with no such mark is cut after
-  `first_chunk_max_words` whole words (0: never), as streaming TTS services cut their first piece by
-  length; never right after an abbreviation or initial ("Dr." | "Lee"), which must stay with its word.
+  at the first sentence end, whichever comes first. Piper's time to first audio grows with the chunk's
+  length (it synthesises a chunk in one call), so a short opening clause speaks sooner, at the cost of
+  one extra prosody break. An opening with no such mark is cut after `first_chunk_max_words` whole words
+  (0: never), as streaming TTS services cut their first piece by length, or at the last clause mark
+  before them ("Well, in short, | the"). The word cut moves on, word by word, past a word that cannot
+  end a spoken phrase: a function word ("the", "a", "to", "is", "can", "I'm"...) that would dangle, a
+  token with a digit (its unit or "am"/"pm" may follow: "9:30 am"), a number word ("twenty | five"),
+  an abbreviation or initial ("Dr." | "Lee").
 - After that, one chunk per sentence (`.`, `!`, `?`, `…` followed by whitespace) or line. A line break
   ends a chunk (paragraphs, list items, headings are separate spoken units).
 - A period never ends a chunk inside a number ("3.14", "$49.95"), after a known abbreviation ("Dr.",
@@ -57,6 +61,32 @@ _MAY_END_SENTENCE = frozenset({"etc.", "a.m.", "p.m."})
 _INITIALS_RE = re.compile(r"^(?:[a-z]\.)+$", re.IGNORECASE)
 _LIST_NUMBER_RE = re.compile(r"^\d{1,3}\.$")
 _LEADING_MARKS_RE = re.compile(r"^[^\w]+")
+_EDGE_MARKS_RE = re.compile(r"^[^\w']+|[^\w']+$")
+
+# Words a first chunk never ends on: they lean on the next word, so "Here is the | plan" would leave
+# "the" dangling (articles, prepositions, conjunctions, determiners, auxiliaries and modals, subject
+# pronouns and their contractions, number words). Lower case, straight apostrophes.
+DANGLING_WORDS = frozenset(
+    """
+    a an the
+    to of in on at for with by from about into onto over after before under than as like per via
+    between through during without within against among around toward towards upon off until up
+    and or but nor so if that because while although though whether since unless whereas then
+    my your his her its our their this these those some any no every each either neither both all
+    another other such what which whose whom who where when how why
+    is are was were be been being am do does did have has had will would shall should can could may
+    might must not very too also just really quite only even more most less least much many few
+    i we they he she there here it's that's there's here's what's let's
+    i'm you're we're they're he's she's i'll you'll we'll they'll i've you've we've they've i'd
+    you'd we'd they'd don't doesn't didn't can't won't isn't aren't wasn't weren't couldn't
+    shouldn't wouldn't haven't hasn't
+    mr mrs ms mx dr prof st mt
+    zero one two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen
+    sixteen seventeen eighteen nineteen twenty thirty forty fifty sixty seventy eighty ninety hundred
+    thousand million billion trillion half
+    """.split()
+)
+_DIGIT_RE = re.compile(r"\d")
 
 
 class ClauseChunker:
@@ -140,7 +170,12 @@ class ClauseChunker:
     def _find_boundary(self, text: str) -> int | None:
         """End index (exclusive) of the first chunk in `text`, or None if no chunk is complete yet."""
         early = self.first_clause and not self._first_done  # the early first clause is still possible
+        # The word cut competes with the marks by position, so the first chunk does not depend on how
+        # the text was split into deltas (pushed whole or token by token, the same cut).
+        word_cut = self._first_words_cut(text) if early and self.first_chunk_max_words else None
         for m in _BOUNDARY_RE.finditer(text):
+            if word_cut is not None and m.start() >= word_cut:
+                return word_cut
             if m.group("newline") is not None:
                 return m.end()
             if m.group("clause") is not None:
@@ -154,22 +189,36 @@ class ClauseChunker:
                 return m.end()
             if verdict is None:  # cannot tell until more text arrives
                 return None
-        if early and self.first_chunk_max_words:
-            return self._first_words_cut(text)
-        return None
+        return word_cut
 
     def _first_words_cut(self, text: str) -> int | None:
-        """End of the `first_chunk_max_words`-th whole word (one followed by whitespace), moved past
-        abbreviations and initials, or of the last clause mark before it ("Well, in short, | the");
-        None if the text holds fewer whole words."""
+        """End of the `first_chunk_max_words`-th whole word (one followed by whitespace), or of the
+        first later word that can end a phrase (`_can_end_first_chunk`), or of the last clause mark
+        before it ("Well, in short, | the"); None if no such word is whole yet."""
         words = list(_WHOLE_WORD_RE.finditer(text))
         for m in words[self.first_chunk_max_words - 1 :]:
-            token = _LEADING_MARKS_RE.sub("", m.group()).lower()
-            if token in ABBREVIATIONS or _INITIALS_RE.match(token):
+            if not _can_end_first_chunk(m.group()):
                 continue
             clause_ends = [c.end() for c in _CLAUSE_CUT_RE.finditer(text, 0, m.end() + 1)]
             return clause_ends[-1] if clause_ends else m.end()
         return None
+
+
+def _can_end_first_chunk(word: str) -> bool:
+    """Can a chunk cut by word count end on `word` (a whitespace-free token, punctuation included)?
+
+    No for an abbreviation or initial ("Dr.", "J."), a token with a digit ("9:30", "$12.50", "3rd":
+    a unit or "am" may follow), a function word that leans on the next one ("the", "to", "I'm") and a
+    number word ("twenty"). A token ending in a clause or sentence mark is never one of these here:
+    those cuts are found before the word cut is tried.
+    """
+    token = _LEADING_MARKS_RE.sub("", word).lower()
+    if token in ABBREVIATIONS or _INITIALS_RE.match(token):
+        return False
+    if _DIGIT_RE.search(token):
+        return False
+    bare = _EDGE_MARKS_RE.sub("", token.replace("’", "'"))
+    return bool(bare) and bare not in DANGLING_WORDS
 
 
 def _sentence_end_verdict(text: str, start: int, end: int) -> bool | None:
