@@ -216,7 +216,7 @@ class MemoryWebSocket:
         from websockets.frames import Close
 
         close = Close(self.close_code or 1000, "")
-        return ConnectionClosedOK(close, close)
+        return ConnectionClosedOK(close, close, False)
 
     async def send(self, message: str | bytes) -> None:
         if self.closed:
