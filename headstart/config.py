@@ -155,8 +155,11 @@ class TTSConfig:
     """The synthesiser and the chunker that feeds it."""
 
     engine: str = "piper-joe"  # "piper-joe", "espeak", "hibari", "coqui", or a path to a Piper .onnx voice
-    first_chunk_min_words: int = 4  # speak the first clause once it has this many words and a comma
-    first_chunk_max_words: int = 8  # ... or after this many words with no comma yet (0: wait for one)
+    # the first chunk: at the first comma (etc.) once it has this many words ("Sure," | "here is ...") ...
+    first_chunk_min_words: int = 1
+    # ... or after this many words with no comma yet, moved past dangling words (0: wait for one).
+    # Piper's time to first audio grows with the chunk: see docs/speaking.md for the measurements
+    first_chunk_max_words: int = 5
     max_chunk_chars: int = 200
     length_scale: float | None = None  # Piper phoneme duration scale (< 1 speaks faster); None: voice default
     espeak_voice: str = "en-us"

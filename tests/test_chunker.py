@@ -40,7 +40,7 @@ def test_whole_sentences_after_the_first(step):
 
 
 def test_first_clause_is_emitted_at_a_comma_once_it_has_enough_words():
-    chunker = ClauseChunker(TTSConfig(first_chunk_min_words=4))
+    chunker = ClauseChunker(TTSConfig(first_chunk_min_words=4, first_chunk_max_words=0))
     # Too few words at the first comma: keep waiting.
     assert chunker.push("Yes, of course") == []
     assert chunker.push(", I can tell you that") == []  # 3 words at the second comma
@@ -54,7 +54,7 @@ def test_first_clause_is_emitted_at_a_comma_once_it_has_enough_words():
 
 
 def test_first_clause_waits_for_min_words_exactly():
-    chunker = ClauseChunker(TTSConfig(first_chunk_min_words=4))
+    chunker = ClauseChunker(TTSConfig(first_chunk_min_words=4, first_chunk_max_words=0))
     assert chunker.push("One two three, four") == []
     assert chunker.push(" five six, seven") == ["One two three, four five six,"]
 
@@ -94,7 +94,7 @@ def test_flush_and_reset_rearm_the_early_first_chunk():
 )
 @pytest.mark.parametrize("step", [None, 1, 3])
 def test_never_splits_numbers_or_abbreviations(text, step):
-    assert chunk_all(text, step, TTSConfig(first_chunk_min_words=1)) == [text]
+    assert chunk_all(text, step, TTSConfig(first_chunk_min_words=1, first_chunk_max_words=0)) == [text]
 
 
 def test_numbered_list_items_are_one_chunk_each():
@@ -108,8 +108,9 @@ def test_sentence_end_is_recognised_after_numbers_and_closing_quotes():
 
 
 def test_etc_ends_a_sentence_only_before_a_capital():
-    assert chunk_all("Apples, pears etc. are fruit. Done", step=1) == ["Apples, pears etc. are fruit.", "Done"]
-    assert chunk_all("Apples, pears etc. Then more", step=1) == ["Apples, pears etc.", "Then more"]
+    whole = TTSConfig(first_clause=False)
+    assert chunk_all("Apples, pears etc. are fruit. Done", 1, whole) == ["Apples, pears etc. are fruit.", "Done"]
+    assert chunk_all("Apples, pears etc. Then more", 1, whole) == ["Apples, pears etc.", "Then more"]
 
 
 def _long_sentence() -> str:
@@ -188,7 +189,7 @@ def test_the_word_cut_never_separates_an_abbreviation_from_its_word():
 
 def test_a_comma_before_max_words_still_wins_and_zero_disables_the_word_cut():
     text = "Well, in short, the answer is that it depends on the weather tomorrow."
-    chunks = _stream_words(ClauseChunker(TTSConfig(first_chunk_max_words=8)), text)
+    chunks = _stream_words(ClauseChunker(TTSConfig(first_chunk_min_words=4, first_chunk_max_words=8)), text)
     assert chunks[0] == "Well, in short,"
     text = "I am going to walk to the left of the tenth meter marker and then stop."
     assert _stream_words(ClauseChunker(TTSConfig(first_chunk_max_words=0)), text) == [text]

@@ -24,8 +24,8 @@ def test_first_clause_off_gives_whole_sentences_only(step):
     assert chunk_all(TEXT, step, TTSConfig(first_clause=False)) == whole
     # on (the default): the opening clause is cut early, the rest is unchanged
     early = chunk_all(TEXT, step, TTSConfig())
-    assert early[0] == "Sure, I can help you with that today,"
-    assert early[1:] == ["my friend.", *whole[1:]]
+    assert early[0] == "Sure,"
+    assert early[1:] == ["I can help you with that today, my friend.", *whole[1:]]
 
 
 def test_first_clause_off_never_cuts_a_long_opening_by_word_count():

@@ -64,8 +64,9 @@ _LEADING_MARKS_RE = re.compile(r"^[^\w]+")
 _EDGE_MARKS_RE = re.compile(r"^[^\w']+|[^\w']+$")
 
 # Words a first chunk never ends on: they lean on the next word, so "Here is the | plan" would leave
-# "the" dangling (articles, prepositions, conjunctions, determiners, auxiliaries and modals, subject
-# pronouns and their contractions, number words). Lower case, straight apostrophes.
+# "the" dangling (articles, prepositions, conjunctions, determiners, auxiliaries and modals, adverbs
+# that lead a verb, pronouns that may be a subject and their contractions, number words). Lower case,
+# straight apostrophes.
 DANGLING_WORDS = frozenset(
     """
     a an the
@@ -76,7 +77,8 @@ DANGLING_WORDS = frozenset(
     another other such what which whose whom who where when how why
     is are was were be been being am do does did have has had will would shall should can could may
     might must not very too also just really quite only even more most less least much many few
-    i we they he she there here it's that's there's here's what's let's
+    i you it we they he she there here it's that's there's here's what's let's
+    never always often usually sometimes still already ever
     i'm you're we're they're he's she's i'll you'll we'll they'll i've you've we've they've i'd
     you'd we'd they'd don't doesn't didn't can't won't isn't aren't wasn't weren't couldn't
     shouldn't wouldn't haven't hasn't
@@ -196,28 +198,31 @@ class ClauseChunker:
         first later word that can end a phrase (`_can_end_first_chunk`), or of the last clause mark
         before it ("Well, in short, | the"); None if no such word is whole yet."""
         words = list(_WHOLE_WORD_RE.finditer(text))
-        for m in words[self.first_chunk_max_words - 1 :]:
-            if not _can_end_first_chunk(m.group()):
+        for i in range(self.first_chunk_max_words - 1, len(words)):
+            m = words[i]
+            if not _can_end_first_chunk(m.group(), words[i - 1].group() if i else ""):
                 continue
             clause_ends = [c.end() for c in _CLAUSE_CUT_RE.finditer(text, 0, m.end() + 1)]
             return clause_ends[-1] if clause_ends else m.end()
         return None
 
 
-def _can_end_first_chunk(word: str) -> bool:
-    """Can a chunk cut by word count end on `word` (a whitespace-free token, punctuation included)?
+def _can_end_first_chunk(word: str, previous: str = "") -> bool:
+    """Can a chunk cut by word count end on `word` (a whitespace-free token, punctuation included),
+    which follows the token `previous`?
 
     No for an abbreviation or initial ("Dr.", "J."), a token with a digit ("9:30", "$12.50", "3rd":
     a unit or "am" may follow), a function word that leans on the next one ("the", "to", "I'm") and a
-    number word ("twenty"). A token ending in a clause or sentence mark is never one of these here:
-    those cuts are found before the word cut is tried.
+    number word ("twenty"); "am"/"pm" after a number ("9:30 am") may end one.
     """
     token = _LEADING_MARKS_RE.sub("", word).lower()
     if token in ABBREVIATIONS or _INITIALS_RE.match(token):
         return False
     if _DIGIT_RE.search(token):
         return False
-    bare = _EDGE_MARKS_RE.sub("", token.replace("’", "'"))
+    bare = _EDGE_MARKS_RE.sub("", token.replace("\u2019", "'"))
+    if bare in ("am", "pm") and _DIGIT_RE.search(previous):
+        return True
     return bool(bare) and bare not in DANGLING_WORDS
 
 
