@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from test_server_e2e import open_client, serve, silence
 
+from headstart.audio import AudioFrame
 from headstart.bench import data
 from headstart.bench.wer import word_error_rate
 from headstart.config import PipelineConfig
@@ -168,3 +169,34 @@ def test_an_idle_session_does_not_slow_a_busy_one(components):
     times = asyncio.run(main())
     alone, beside_idle = statistics.median(times[False][1:]), statistics.median(times[True])
     assert beside_idle / alone < 1.6, times
+
+
+def test_a_listening_session_prefills_the_chat_before_the_user_speaks(components):
+    """Before the first word: the system prompt and the user's message header are in the KV cache (the
+    turn's LiveTurn with no text yet), so partials and the reply prefill only the user's words. With
+    the head start off nothing is computed ahead."""
+    from headstart.session import Session
+
+    engine = components.llm
+    chat = [{"role": "system", "content": components.config.llm.system_prompt}]
+    expected = engine.render_prompt([*chat, {"role": "user", "content": ""}], add_generation_prompt=False)
+    header = engine.render_prompt([*chat, {"role": "user", "content": "Hi"}], add_generation_prompt=False)
+    header = header[: next(i for i, (a, b) in enumerate(zip(expected, header)) if a != b)]
+
+    async def listen(comps) -> tuple[int, ...]:
+        engine.reset()
+        session = Session(comps)
+        try:
+            for _ in range(10):
+                await session.push_audio(AudioFrame(np.zeros(320, np.float32), 16000))
+            if session._live is not None:
+                await session._live.wait_idle()
+            return tuple(engine.tokens)
+        finally:
+            await session.aclose()
+
+    cached = asyncio.run(listen(components))
+    assert len(header) > 20 and cached[: len(header)] == tuple(header), (len(cached), len(header))
+    off = replace(components, config=replace(components.config,
+                                             session=replace(components.config.session, head_start=False)))
+    assert asyncio.run(listen(off)) == ()
