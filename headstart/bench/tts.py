@@ -13,7 +13,9 @@ synthesised and timed:
     LLM, int8 qwen2.5-coder-0.5b, measured 90 ms) and the measured per-chunk synthesis times on one
     synthesis thread: `first_audio_s` (first token -> first audio) and `stall_s` (silence inside the
     reply while playback waits for the next chunk), medians over replies.
-Engines load (and warm up) before timing; their load time is shown apart.
+Engines load (and warm up) before timing; their load time is shown apart. `--compare-policies 4/8,off`
+also times other first-chunk policies (MIN/MAX words, or off: whole sentences) in the same runs,
+interleaved, so they share the machine's load alike (JSON `compared_policies`).
 
 coqui has no real checkpoint here: without `--coqui-model` a tiny VITS with random weights is built in
 the coqui venv (`make coqui-env`) and timed; its row is marked `"random_weights": true` (its speed says
@@ -77,6 +79,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="TTSConfig.first_chunk_min_words for the chunker")
     parser.add_argument("--first-chunk-max-words", type=int, default=defaults.first_chunk_max_words,
                         help="TTSConfig.first_chunk_max_words for the chunker")
+    parser.add_argument("--compare-policies", default=None,
+                        help="also time other first-chunk policies, interleaved: MIN/MAX words or off, "
+                        "comma-separated (e.g. 4/8,off)")
     parser.add_argument("--coqui-model", default=None, help="a coqui checkpoint (default: tiny random-weight VITS)")
     parser.add_argument("--coqui-config", default=None, help="its config.json (default: next to the checkpoint)")
     parser.add_argument("--coqui-python", default=None, help="the coqui venv's python (default: .venv-coqui)")
@@ -281,11 +286,17 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"unknown engine(s) {', '.join(unknown)}: use {', '.join(ENGINES)}")
     config = TTSConfig(first_chunk_min_words=args.first_chunk_min_words,
                        first_chunk_max_words=args.first_chunk_max_words)
+    others = parse_policies(getattr(args, "compare_policies", None))
     texts = [args.text] if args.text is not None else list(REPLIES)
-    streamed = [stream_chunks(text, config) for text in texts]
+    policies = {"main": config, **others}
+    streamed_by = {name: [stream_chunks(text, cfg) for text in texts] for name, cfg in policies.items()}
+    streamed = streamed_by["main"]
     if any(not chunks for chunks in streamed):
         raise ValueError("nothing to speak: the text normalises to no chunks")
     replies = [[c.spoken for c in chunks] for chunks in streamed]
+    # every policy's chunks in one measure_chunks call: runs interleave, so the load is shared alike
+    all_replies = [[c.spoken for c in chunks] for name in policies for chunks in streamed_by[name]]
+    compared: dict[str, dict[str, Any]] = {name: {} for name in others}
     results: dict[str, dict[str, Any]] = {}
     with tempfile.TemporaryDirectory(prefix="headstart-bench-tts-") as tmp:
         for engine in engines:
@@ -297,7 +308,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                 continue
             load_s = time.perf_counter() - t0
             try:
-                figures = summarize(streamed, measure_chunks(synth, replies, args.runs), args.tpot_s)
+                timed = measure_chunks(synth, all_replies, args.runs)
+                figures = summarize(streamed, timed[: len(texts)], args.tpot_s)
+                for k, name in enumerate(others, start=1):
+                    part = timed[k * len(texts) : (k + 1) * len(texts)]
+                    compared[name][engine] = _rounded(summarize(streamed_by[name], part, args.tpot_s))
             except Exception as exc:
                 results[engine] = {"skipped": f"{type(exc).__name__}: {exc}"}
                 continue
@@ -325,10 +340,35 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "runs": args.runs,
         "threads": args.threads,
     }
+    if others:
+        result["compared_policies"] = {
+            name: {"first_clauses": [chunks[0].spoken for chunks in streamed_by[name]], "engines": compared[name]}
+            for name in others
+        }
     piper = results.get("piper", {})
     if "ttfa_s" in piper:
         result["piper_meets_targets"] = piper["ttfa_s"] <= TARGETS["piper"]["ttfa_s"] and piper["rtf"] <= TARGETS["piper"]["rtf"]
     return result
+
+
+def parse_policies(spec: str | None) -> dict[str, Any]:
+    """`--compare-policies` "4/8,2/5,off" -> {"4/8": TTSConfig(min 4, max 8 words), ..., "off":
+    TTSConfig(first_clause=False)}. Raises ValueError for anything else."""
+    from headstart.config import TTSConfig
+
+    out: dict[str, Any] = {}
+    for item in (spec or "").split(","):
+        item = item.strip()
+        if not item:
+            continue
+        if item == "off":
+            out[item] = TTSConfig(first_clause=False)
+            continue
+        match = re.fullmatch(r"(\d+)/(\d+)", item)
+        if match is None:
+            raise ValueError(f"bad policy {item!r} in --compare-policies: use MIN/MAX words (e.g. 4/8) or off")
+        out[item] = TTSConfig(first_chunk_min_words=int(match[1]), first_chunk_max_words=int(match[2]))
+    return out
 
 
 def _rounded(figures: dict[str, Any]) -> dict[str, Any]:
@@ -360,6 +400,13 @@ def format_table(result: dict[str, Any]) -> str:
             f"{engine:<8} {r['ttfa_s']:>7.3f} {r['ttfa_max_s']:>6.3f} {r['rtf']:>6.3f} {r['audio_s']:>8.2f} "
             f"{r['load_s']:>7.2f} {r['sample_rate']:>8} {stream['first_audio_s']:>18.3f} {stream['stall_s']:>8.3f}  {note}"
         )
+    for name, comp in result.get("compared_policies", {}).items():
+        for engine, r in comp["engines"].items():
+            stream = r["stream"]
+            lines.append(
+                f"  policy {name:<6} {engine:<8} TTFA {r['ttfa_s']:.3f} (max {r['ttfa_max_s']:.3f})  RTF {r['rtf']:.3f}"
+                f"  stream 1st audio {stream['first_audio_s']:.3f}  stall {stream['stall_s']:.3f}"
+            )
     if result["engines"]:
         tpot = next((r["stream"]["tpot_s"] for r in result["engines"].values() if "stream" in r), None)
         if tpot is not None:
