@@ -126,6 +126,8 @@ def test_train_on_a_few_sentences_and_a_mismatched_head_is_refused(engine):
     weights = H.train(engine, "smollm2-135m", sentences, LLMConfig().system_prompt, l2_values=(0.1,))
     assert weights.hidden_size == 576 and weights.info["sentences"] == 12
     assert weights.info["examples"] > 12 and weights.info["positives"] == 12
+    low, high = weights.thresholds  # calibrated on out-of-fold scores
+    assert 0 < low < high < 1 and 0 <= weights.info["expected_cutoff"] <= 0.03
     with pytest.raises(ValueError, match="hidden size"):
         H.EOUHead(engine, H.EOUHeadWeights("other", np.zeros(8), np.ones(8), np.zeros(8), 0.0))
     with pytest.raises(ValueError, match="at least 10"):
@@ -157,3 +159,54 @@ def test_train_eou_command_line(tmp_path, capsys):
     except Exception as exc:  # noqa: BLE001
         pytest.fail(f"a clear message was expected, got {exc!r}")
     assert status == 2 and "at least 10" in capsys.readouterr().out  # before any model is loaded
+
+
+# -- thresholds from data --------------------------------------------------------------------------
+def test_silence_for_is_the_endpointers_mapping():
+    from dataclasses import replace
+
+    from headstart.config import EndpointConfig
+    from headstart.voice.endpoint import required_silence_s
+
+    config = replace(EndpointConfig(), eou_low=0.2, eou_high=0.9, min_silence_s=0.1, max_silence_s=1.8)
+    for p in (0.0, 0.01, 0.2, 0.3, 0.5, 0.7, 0.9, 0.95, 1.0):
+        assert H.silence_for(p, 0.2, 0.9, 0.1, 1.8) == pytest.approx(required_silence_s(config, p))
+
+
+def test_expected_cutoff_of_a_uniform_pause():
+    # pauses uniform in [0.6, 1.5] s; the VAD pads the end by 0.1 s
+    assert H.expected_cutoff(0.0) == 1.0 and H.expected_cutoff(1.4) == 0.0
+    assert H.expected_cutoff(0.95) == pytest.approx(0.5)
+    np.testing.assert_allclose(H.expected_cutoff(np.array([0.5, 2.0])), [1.0, 0.0])
+
+
+def test_calibrated_thresholds_meet_the_cutoff_bound_at_the_least_wait():
+    rng = np.random.default_rng(0)
+    complete = 1 / (1 + np.exp(-rng.normal(2.0, 1.5, 400)))
+    cut = 1 / (1 + np.exp(-rng.normal(-2.5, 1.5, 400)))
+    out = H.calibrate_thresholds(complete, cut, max_cutoff=0.03)
+    low, high = out["eou_low"], out["eou_high"]
+    assert 0 < low < high < 1
+    rate = float(np.mean(H.expected_cutoff(H.silence_for(cut, low, high, 0.0, 2.0))))
+    assert rate <= 0.03 + 1e-3 and out["expected_cutoff"] == pytest.approx(rate, abs=1e-3)
+    wait = float(np.mean(H.silence_for(complete, low, high, 0.0, 2.0)))
+    assert out["mean_silence_complete_s"] == pytest.approx(wait, abs=1e-3)
+    # no pair on a coarse grid that meets the bound waits less on complete utterances
+    for lo, hi in itertools.combinations(np.geomspace(0.01, 0.99, 15), 2):
+        if np.mean(H.expected_cutoff(H.silence_for(cut, lo, hi, 0.0, 2.0))) <= 0.03:
+            assert np.mean(H.silence_for(complete, lo, hi, 0.0, 2.0)) >= wait - 1e-6
+    # a stricter bound never waits less; a looser one never more
+    assert H.calibrate_thresholds(complete, cut, max_cutoff=0.01)["mean_silence_complete_s"] >= wait
+    assert H.calibrate_thresholds(complete, cut, max_cutoff=0.10)["mean_silence_complete_s"] <= wait
+
+
+def test_separable_scores_end_complete_turns_at_once_and_bad_input_is_refused():
+    out = H.calibrate_thresholds([0.9, 0.95, 0.99], [0.01, 0.05, 0.1], max_cutoff=0.0)
+    assert out["mean_silence_complete_s"] == 0.0 and out["expected_cutoff"] == 0.0
+    with pytest.raises(ValueError, match="needs complete and cut"):
+        H.calibrate_thresholds([], [0.1])
+    with pytest.raises(ValueError, match="probabilities"):
+        H.calibrate_thresholds([0.5, float("nan")], [0.1])
+    with pytest.raises(ValueError, match="max_cutoff"):
+        H.calibrate_thresholds([0.5], [0.1], max_cutoff=2.0)
+    assert H.EOUHeadWeights("m", np.zeros(2), np.ones(2), np.zeros(2), 0.0).thresholds is None

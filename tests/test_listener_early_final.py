@@ -133,3 +133,28 @@ def test_a_stale_score_does_not_end_the_turn_while_the_final_text_is_scored():
     fixed.push(SpeechEnded(1.0))
     fixed.await_eou()
     assert fixed.poll(1.5) is not None
+
+
+def test_no_cadence_pass_starts_in_the_first_moments_of_a_silence(sentence, executor):
+    """A pass started right as the speech may be ending would stop just short of its end and keep the
+    ASR busy when the pass that hears it all should start: the cadence holds back for early_final_s."""
+    from headstart.config import VADConfig
+    from headstart.voice.vad import SileroVAD
+
+    audio = np.concatenate([sentence, silence(1.0)])
+    # where the listener's VAD sees a silence run younger than early_final_s (the same VAD, same frames)
+    vad, young, step = SileroVAD(VADConfig()), set(), 320
+    for start in range(0, audio.shape[0], step):
+        vad.push(audio[start : start + step])
+        since = vad.silence_since_s
+        end = min(start + step, audio.shape[0])
+        if since is not None and end - round(since * 16000) < round(0.06 * 16000):
+            young.add(end)
+    assert young, "the recording has silence runs inside speech"
+    asr = EnergyASR()
+    # min_new_audio_s 0: without the hold-back a pass would start at every frame the ASR is free
+    config = ASRConfig(min_new_audio_s=0.0, early_final_s=0.06)
+    events = asyncio.run(run_listener(listener(asr, executor, endpoint=EndpointConfig(semantic=False), asr_config=config), audio))
+    check_turn_shape(events)
+    stops = {round((offset_s + length_s) * 16000) for offset_s, length_s, _ in asr.calls}
+    assert len(stops) > 20 and not stops & young

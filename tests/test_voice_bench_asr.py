@@ -50,3 +50,27 @@ def test_no_streaming_switch():
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     assert parser.parse_args(["--no-streaming"]).no_streaming and not parser.parse_args([]).no_streaming
+
+
+def test_eou_model_switches_default_to_the_session_and_the_heads_thresholds():
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    args = parser.parse_args([])
+    assert args.llm is None and args.quantize is None and args.eou_thresholds == "head"
+    args = parser.parse_args(["--llm", "smollm2-135m", "--quantize", "none", "--eou-thresholds", "config"])
+    assert (args.llm, args.quantize, args.eou_thresholds) == ("smollm2-135m", "none", "config")
+
+
+def test_stage_times_follow_the_turn():
+    from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded
+
+    res = bench.RunResult()
+    res.speech_ends = [(1.3, SpeechEnded(1.2))]
+    res.finals = [(1.6, FinalTranscript("go home", 1.2))]
+    res.scores = [(1.1, "go", 0.1), (1.8, "go home", 0.9)]
+    res.turns = [(1.8, EndOfTurn(1.8, 0.9))]
+    assert bench._stage_times(res, 1.8) == {"vad_end": 1.3, "final": 1.6, "final_eou": 1.8, "decision": 1.8,
+                                            "end_of_turn": 1.8}
+    # the final repeats a text scored earlier (cached): its score was known when the final came
+    res.scores = [(1.1, "go home", 0.9)]
+    assert bench._stage_times(res, 1.8)["final_eou"] == 1.6

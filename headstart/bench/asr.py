@@ -1,10 +1,11 @@
 """`headstart bench asr [--json] [--input-dir DIR]`: the listening stage on real recordings.
 
 Every recording is streamed through the real `Listener` (Silero VAD, whisper through LocalAgreement,
-the Endpointer with, by default, the semantic EOU signal of SmolLM2-135M: the trained head of
-headstart/llm/eou_head.py, or with `--eou token` the raw end-of-turn token probability of
-headstart/llm/eou.py) in
-20 ms frames, followed by 3 s of low room-level noise. Figures:
+the Endpointer with, by default, the semantic EOU signal of the session's LLM as the session loads it
+(`LLMConfig`: model and quantisation; `--llm`, `--quantize`): the trained head of
+headstart/llm/eou_head.py with the thresholds calibrated with it, or with `--eou token` the raw
+end-of-turn token probability of headstart/llm/eou.py) in 20 ms frames, followed by 3 s of low
+room-level noise. Figures:
 
 * WER of the final transcripts (normalised text, corpus-level);
 * partial latency: for each word of the final transcript, the time from the end of that word (its
@@ -18,7 +19,11 @@ headstart/llm/eou.py) in
   inserted at the word gap nearest its middle (found with whisper word timestamps), once filled with
   the recording's own room noise and once with digital zero: an EndOfTurn decided inside the pause is
   a cut-off;
-* RTF: ASR compute time / audio time.
+* RTF: ASR compute time / audio time;
+* where the end-of-turn delay goes (`stages_p50_s`, after the true speech end): the VAD confirmed the
+  end, the final transcript was ready, its EOU probability was known, the endpointer decided, the
+  EndOfTurn was out; and the EOU probabilities behind the decisions (`eou_scores`: what each complete
+  recording's turn ended on, what was heard inside each pause).
 
 Time. The stream is not paced by sleeping: it runs on *audio time*, with every ASR pass and EOU call
 occupying its worker for the wall time it really took (a discrete-event simulation: a pass started at
@@ -77,6 +82,8 @@ class RunResult:
     partials: list = field(default_factory=list)  # (virtual time, text)
     finals: list = field(default_factory=list)  # (virtual time, FinalTranscript)
     turns: list = field(default_factory=list)  # (virtual time, EndOfTurn)
+    speech_ends: list = field(default_factory=list)  # (virtual time, SpeechEnded): when the VAD confirmed it
+    scores: list = field(default_factory=list)  # (virtual time delivered, text, EOU probability)
     asr_compute_s: float = 0.0
     eou_compute_s: list = field(default_factory=list)
 
@@ -88,10 +95,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="whisper-tiny.en", help="ASR model (preset, folder or hub id)")
     parser.add_argument("--endpointing", choices=("semantic", "silence"), default="semantic",
                         help="semantic: EOU probability from the LLM adapts the silence; silence: fixed silence_s")
-    parser.add_argument("--llm", default="smollm2-135m", help="LLM for the semantic EOU signal")
+    parser.add_argument("--llm", default=None, help="LLM for the semantic EOU signal (default: the session's, LLMConfig.model)")
+    parser.add_argument("--quantize", choices=("auto", "int8", "none"), default=None,
+                        help="the EOU LLM's quantisation (default: LLMConfig.quantize, as the session loads it)")
     parser.add_argument("--eou", choices=("head", "token"), default="head",
                         help="EOU signal: head = trained head on the LLM's last hidden state (llm/eou_head.py); "
                              "token = the LLM's raw end-of-turn token probability (llm/eou.py)")
+    parser.add_argument("--eou-thresholds", choices=("head", "config"), default="head",
+                        help="head: the eou_low/eou_high calibrated with the trained head (EOUHeadWeights.thresholds), "
+                             "config: EndpointConfig's defaults")
     parser.add_argument("--no-streaming", action="store_true",
                         help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
@@ -280,6 +292,7 @@ def _make_scorer(sim: _Sim, estimator: Any, messages: list, result: RunResult):
         sim.eou_jobs.append(job)
         result.eou_compute_s.append(est.compute_s)
         await job.future
+        result.scores.append((sim.now_s, text, est.probability))
         return est.probability
 
     return score
@@ -287,7 +300,7 @@ def _make_scorer(sim: _Sim, estimator: Any, messages: list, result: RunResult):
 
 async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple | None) -> RunResult:
     from headstart.audio import AudioFrame
-    from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript
+    from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded
     from headstart.voice.endpoint import Endpointer
     from headstart.voice.listener import Listener, make_asr_executor
     from headstart.voice.vad import create_vad
@@ -307,6 +320,8 @@ async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple 
                 result.finals.append((sim.now_s, event))
             elif isinstance(event, EndOfTurn):
                 result.turns.append((sim.now_s, event))
+            elif isinstance(event, SpeechEnded):
+                result.speech_ends.append((sim.now_s, event))
 
     consumer = asyncio.create_task(consume())
     step = int(FRAME_S * SR)
@@ -333,6 +348,30 @@ async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple 
 
 
 # -- metrics -------------------------------------------------------------------------------------------
+STAGES = ("vad_end", "final", "final_eou", "decision", "end_of_turn")
+
+
+def _stage_times(res: RunResult, t_avail: float) -> dict[str, float]:
+    """When each step towards the first end of turn happened (virtual time): the VAD confirmed the
+    speech end, the final transcript was ready, the EOU probability of its text was known, the
+    endpointer decided (`EndOfTurn.audio_s`), the EndOfTurn was out. A step that did not happen
+    before the end of turn takes the end of turn's time."""
+    eot = res.turns[0][1]
+    vad = [t for t, _ in res.speech_ends if t <= t_avail]
+    finals = [(t, f) for t, f in res.finals if t <= t_avail and f.text]
+    out = {"vad_end": vad[-1] if vad else t_avail}
+    if finals:
+        t_final, final = finals[-1]
+        out["final"] = t_final
+        scored = [t for t, text, _ in res.scores if text == final.text]
+        out["final_eou"] = max(t_final, scored[0]) if scored else t_avail
+    else:
+        out["final"] = out["final_eou"] = t_avail
+    out["decision"] = eot.audio_s
+    out["end_of_turn"] = t_avail
+    return out
+
+
 def _percentile(values: list[float], q: float) -> float | None:
     if not values:
         return None
@@ -370,9 +409,12 @@ def _load_avg() -> float | None:
 
 def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     """Run the benchmark; return the JSON-ready result."""
+    from dataclasses import replace
+
     from headstart.bench.wer import corpus_word_error_rate
     from headstart.config import ASRConfig, EndpointConfig, LLMConfig, PipelineConfig, ThreadPlan, VADConfig
     from headstart.voice.asr import WhisperASR
+    from headstart.voice.endpoint import eou_thresholds
 
     eou_kind = getattr(args, "eou", "head")
     load_before = _load_avg()
@@ -383,25 +425,33 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     asr = WhisperASR.load(asr_config, cpu_threads=args.threads)
     asr.warmup()
     scorer_parts = None
-    llm_name = None
+    llm_name = llm_config = None
     if args.endpointing == "semantic":
         from headstart.llm.engine import LLMEngine
         from headstart.llm.eou import EOUEstimator
         from headstart.llm.eou_head import EOUHead
 
-        llm_config = LLMConfig(model=args.llm)
+        llm_config = LLMConfig() if args.llm is None else LLMConfig(model=args.llm)
+        if getattr(args, "quantize", None) is not None:
+            llm_config = replace(llm_config, quantize=None if args.quantize == "none" else args.quantize)
         engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
         engine.warm_up()
-        estimator = EOUHead.load(engine, args.llm) if eou_kind == "head" else EOUEstimator(engine)
+        estimator = EOUHead.load(engine, llm_config.model) if eou_kind == "head" else EOUEstimator(engine)
         scorer_parts = (estimator, [{"role": "system", "content": llm_config.system_prompt}])
         # a session holds the system prompt in its KV cache already: so does the bench's first call
         estimator.estimate(scorer_parts[1], "Hello")
-        llm_name = args.llm
-    config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=EndpointConfig(
-        semantic=args.endpointing == "semantic", eou_scorer=eou_kind))
+        llm_name = llm_config.model
+    endpoint = EndpointConfig(semantic=args.endpointing == "semantic", eou_scorer=eou_kind)
+    thresholds = getattr(getattr(scorer_parts[0], "weights", None), "thresholds", None) if scorer_parts else None
+    if thresholds is not None and getattr(args, "eou_thresholds", "head") == "head":
+        endpoint = replace(endpoint, eou_low=thresholds[0], eou_high=thresholds[1])
+    config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=endpoint)
     noise_rng = np.random.default_rng(args.seed)
 
     pairs, partial_lat, final_delays, eou_delays, decision_delays = [], [], [], [], []
+    stages: dict[str, list[float]] = {k: [] for k in STAGES}
+    complete_scores: list[float] = []
+    pause_scores: list[float] = []
     asr_compute = audio_s = 0.0
     eou_costs: list[float] = []
     for n, item in enumerate(items, 1):
@@ -419,8 +469,12 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
             final_delays.append(max(final_ready - eot.audio_s, 0.0))
             eou_delays.append(t_avail - item.speech_end_s)
             decision_delays.append(eot.audio_s - item.speech_end_s)
+            complete_scores.append(eot.eou_probability)
+            for key, t in _stage_times(res, t_avail).items():
+                stages[key].append(t - item.speech_end_s)
         log(f"[{n}/{len(items)}] {item.name}: {res.final_text!r}"
-            + (f" eot +{eou_delays[-1]:.2f}s" if res.turns else " (no end of turn)"))
+            + (f" eot +{eou_delays[-1]:.2f}s (decided +{decision_delays[-1]:.2f}s, final +{final_delays[-1]:.2f}s"
+               f" after it, eou {complete_scores[-1]:.3f})" if res.turns else " (no end of turn)"))
 
     cutoffs = {"noise": [0, 0], "zero": [0, 0]}
     if not args.no_pauses:
@@ -430,9 +484,13 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
                 asr, config, scorer_parts,
             ))
             cut = any(eot.audio_s < p.pause_end_s for _, eot in res.turns)
+            at_pause = [score for t, _text, score in res.scores if p.pause_start_s < t < p.pause_end_s + 0.2]
+            if at_pause:
+                pause_scores.append(at_pause[-1])
             cutoffs[p.kind][0] += int(cut)
             cutoffs[p.kind][1] += 1
-            log(f"pause {p.kind} {p.pause_end_s - p.pause_start_s:.2f}s {p.item.name}: {'CUT OFF' if cut else 'ok'}")
+            log(f"pause {p.kind} {p.pause_end_s - p.pause_start_s:.2f}s {p.item.name}: {'CUT OFF' if cut else 'ok'}"
+                + (f" eou {at_pause[-1]:.3f}" if at_pause else ""))
     total_cut = cutoffs["noise"][0] + cutoffs["zero"][0]
     total = cutoffs["noise"][1] + cutoffs["zero"][1]
 
@@ -453,6 +511,13 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "false_cutoff_zero": f"{cutoffs['zero'][0]}/{cutoffs['zero'][1]}",
         "rtf": r(asr_compute / audio_s) if audio_s else None,
         "eou_call_p50_s": r(_percentile(eou_costs, 50)),
+        # where the end-of-turn delay goes (complete recordings, p50 seconds after the true speech end)
+        "stages_p50_s": {k: r(_percentile(v, 50)) for k, v in stages.items()},
+        # the EOU probability a complete recording's turn ended on, and the one heard inside each pause
+        "eou_scores": {"complete": sorted(round(x, 4) for x in complete_scores),
+                       "pause": sorted(round(x, 4) for x in pause_scores)},
+        "eou_quantize": getattr(engine, "quantize", llm_config.quantize) if llm_config is not None else None,
+        "eou_thresholds": list(eou_thresholds(endpoint)) if llm_name else None,
         "model": args.model,
         "endpointing": args.endpointing,
         "streaming": asr_config.streaming,

@@ -36,8 +36,8 @@ import numpy as np
 from headstart.llm.eou import EOUEstimator, EOUResult
 
 __all__ = [
-    "EOUHead", "EOUHeadWeights", "HeadFeatures", "auc", "cut_examples", "load_weights", "packaged_sentences",
-    "train", "weights_path",
+    "EOUHead", "EOUHeadWeights", "HeadFeatures", "auc", "calibrate_thresholds", "cut_examples", "expected_cutoff",
+    "load_weights", "packaged_sentences", "silence_for", "train", "weights_path",
 ]
 
 _PACKAGE_DIR = Path(__file__).resolve().parent / "eou_heads"
@@ -60,6 +60,13 @@ class EOUHeadWeights:
     @property
     def hidden_size(self) -> int:
         return int(self.weight.shape[0])
+
+    @property
+    def thresholds(self) -> tuple[float, float] | None:
+        """(eou_low, eou_high) calibrated for this head at training (`calibrate_thresholds` on
+        out-of-fold scores), for `EndpointConfig`; None for a head trained without calibration."""
+        low, high = self.info.get("eou_low"), self.info.get("eou_high")
+        return None if low is None or high is None else (float(low), float(high))
 
     def probability(self, hidden: np.ndarray) -> np.ndarray | float:
         """sigmoid of the logit for hidden states of shape (hidden_size,) or (n, hidden_size)."""
@@ -312,12 +319,18 @@ def train(
     *,
     l2_values: Sequence[float] = (1e-3, 1e-2, 1e-1),
     seed: int = 0,
+    max_cutoff: float = 0.03,
+    folds: int = 5,
     log=lambda *_: None,
 ) -> EOUHeadWeights:
     """Train a head for `engine`'s model on complete `sentences` and their cuts (see module docstring).
 
     The L2 strength is chosen on a held-out fifth of the sentences (split by sentence), then the head
     is refit on all. The chat context is [system_prompt, user text], as in a first turn.
+
+    Thresholds: `folds`-fold out-of-fold probabilities (split by sentence) of the complete utterances
+    of four words or more and of all their cuts go to `calibrate_thresholds(max_cutoff=...)`; the
+    result is stored in `info` (`eou_low`, `eou_high`: `EOUHeadWeights.thresholds`).
     """
     started = time.perf_counter()
     sentences = [s for s in sentences if _strip(s)]
@@ -326,9 +339,12 @@ def train(
     head = EOUHead(engine, _placeholder(engine, model))
     messages = [{"role": "system", "content": system_prompt}]
     rows: list[tuple[int, np.ndarray, int]] = []
+    long_enough: list[bool] = []  # the row's utterance has >= 4 words (calibration set)
     for i, sentence in enumerate(sentences):
-        for hidden, _p, label in _sentence_features(head, messages, sentence):
+        feats = _sentence_features(head, messages, sentence)
+        for hidden, _p, label in feats:
             rows.append((i, hidden, label))
+            long_enough.append(len(feats) >= 4)
         if (i + 1) % 50 == 0:
             log(f"  features: {i + 1}/{len(sentences)} utterances")
     group = np.array([g for g, _, _ in rows])
@@ -345,10 +361,21 @@ def train(
         log(f"  l2={l2:g}: held-out AUC {score:.3f}")
         if best is None or score > best[1]:
             best = (l2, score)
+    # out-of-fold probabilities for the thresholds (a head scores its own training text too well)
+    oof = np.empty(len(y))
+    fold_of = rng.permutation(len(sentences)) % max(folds, 2)
+    for f in range(max(folds, 2)):
+        test = fold_of[group] == f
+        mean, scale, w, b = fit_logistic(x[~test], y[~test], best[0])
+        oof[test] = EOUHeadWeights(model, mean, scale, w, b).probability(x[test])
+    use = np.asarray(long_enough)
+    calibration = calibrate_thresholds(oof[use & (y > 0)], oof[use & (y == 0)], max_cutoff=max_cutoff)
+    log(f"  out-of-fold AUC {auc(oof, y):.3f}; thresholds {calibration}")
     mean, scale, w, b = fit_logistic(x, y, best[0])
     info = {
         "sentences": len(sentences), "examples": int(len(y)), "positives": int(y.sum()), "l2": best[0],
         "heldout_auc": round(best[1], 4), "system_prompt_chars": len(system_prompt),
+        "oof_auc": round(auc(oof, y), 4), **calibration, "max_cutoff": max_cutoff,
         "train_s": round(time.perf_counter() - started, 1),
     }
     return EOUHeadWeights(model, mean, scale, w, b, info)
@@ -357,6 +384,85 @@ def train(
 def _placeholder(engine: Any, model: str) -> EOUHeadWeights:
     d = int(engine.model.config.hidden_size)
     return EOUHeadWeights(model, np.zeros(d, np.float32), np.ones(d, np.float32), np.zeros(d, np.float32), 0.0)
+
+
+# -- thresholds from data ----------------------------------------------------------------------------
+def silence_for(probability, low: float, high: float, min_silence_s: float, max_silence_s: float):
+    """The endpointer's adaptive silence (headstart/voice/endpoint.py `required_silence_s`, vectorised):
+    `min_silence_s` at or above `high`, `max_silence_s` at or below `low`, log-linear in between.
+    `probability`: float or array; returns the same shape (seconds)."""
+    p = np.clip(np.asarray(probability, np.float64), 1e-12, 1.0)
+    low, high = np.asarray(low, np.float64), np.asarray(high, np.float64)
+    x = np.clip((np.log(p) - np.log(low)) / (np.log(high) - np.log(low)), 0.0, 1.0)
+    out = max_silence_s + x * (min_silence_s - max_silence_s)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def expected_cutoff(silence_s, pause_s: tuple[float, float] = (0.6, 1.5), pad_s: float = 0.1):
+    """The chance that a mid-sentence pause of a length uniform in `pause_s` outlasts the required
+    silence: the VAD's end is padded by `pad_s`, so the turn ends inside the pause when
+    pad_s + silence_s < pause. Float or array in [0, 1]."""
+    a, b = pause_s
+    out = np.clip((b - (np.asarray(silence_s, np.float64) + pad_s)) / (b - a), 0.0, 1.0)
+    return float(out) if np.ndim(out) == 0 else out
+
+
+def calibrate_thresholds(
+    complete: Sequence[float],
+    cut: Sequence[float],
+    *,
+    min_silence_s: float = 0.0,
+    max_silence_s: float = 2.0,
+    max_cutoff: float = 0.03,
+    pause_s: tuple[float, float] = (0.6, 1.5),
+    pad_s: float = 0.1,
+) -> dict[str, float]:
+    """(eou_low, eou_high) for the endpointer from a scorer's probabilities on complete utterances and
+    on the same utterances cut mid-sentence: among threshold pairs taken from the scores themselves,
+    the one with the least mean silence on `complete` whose expected cut-off rate on `cut` (each cut
+    followed by a pause uniform in `pause_s`, `expected_cutoff`) is at most `max_cutoff`.
+
+    Returns {"eou_low", "eou_high", "mean_silence_complete_s", "expected_cutoff"}.
+
+    Raises:
+        ValueError: an empty set, a probability outside [0, 1], or max_cutoff outside [0, 1].
+    """
+    c = np.asarray(complete, np.float64)
+    x = np.asarray(cut, np.float64)
+    if c.size == 0 or x.size == 0:
+        raise ValueError("calibrate_thresholds needs complete and cut scores")
+    for arr in (c, x):
+        if not np.all((arr >= 0) & (arr <= 1)):  # also rejects NaN
+            raise ValueError("scores must be probabilities in [0, 1]")
+    if not 0.0 <= max_cutoff <= 1.0:
+        raise ValueError(f"max_cutoff must be in [0, 1], got {max_cutoff}")
+    # candidates: quantiles of the scores themselves plus a log grid (the silence is log-linear)
+    pooled = np.concatenate([c, x])
+    grid = np.unique(np.clip(np.concatenate([np.quantile(pooled, np.linspace(0, 1, 121)), np.geomspace(1e-4, 0.999, 41)]),
+                             1e-4, 0.999))
+    best: tuple[float, float, float, float] | None = None
+    for high in grid:
+        # the most careful `low` for this `high` is just below it (a step: below high, the longest wait)
+        step = np.where(x >= high, min_silence_s, max_silence_s)
+        if float(np.mean(expected_cutoff(step, pause_s, pad_s))) > max_cutoff + 1e-12:
+            continue  # no `low` keeps the cut-off rate down with this `high`
+        lows = grid[grid < high]
+        if lows.size == 0:
+            continue
+        rates = np.mean(expected_cutoff(silence_for(x[None, :], lows[:, None], high, min_silence_s, max_silence_s),
+                                        pause_s, pad_s), axis=1)
+        waits = np.mean(silence_for(c[None, :], lows[:, None], high, min_silence_s, max_silence_s), axis=1)
+        ok = np.flatnonzero(rates <= max_cutoff + 1e-12)
+        if ok.size == 0:
+            continue
+        i = ok[np.argmin(waits[ok])]
+        if best is None or waits[i] < best[2] - 1e-12:
+            best = (float(lows[i]), float(high), float(waits[i]), float(rates[i]))
+    if best is None:  # nothing meets the bound: always wait the longest
+        best = (0.998, 0.999, float(max_silence_s), float(np.mean(expected_cutoff(max_silence_s, pause_s, pad_s))))
+    low, high, mean_c, rate = best
+    return {"eou_low": round(low, 4), "eou_high": round(high, 4), "mean_silence_complete_s": round(mean_c, 4),
+            "expected_cutoff": round(rate, 4)}
 
 
 def evaluate(head: EOUHead, texts: Iterable[str], system_prompt: str) -> dict[str, Any]:
@@ -394,6 +500,11 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="LLM preset (or folder) the head is for")
     parser.add_argument("--sentences", default=None,
                         help="a text file of complete utterances, one per line (default: the packaged set)")
+    parser.add_argument("--quantize", choices=("auto", "int8", "none"), default=None,
+                        help="the LLM's quantisation while training (default: LLMConfig.quantize, as the session loads it; "
+                             "int8 changes the hidden states a little)")
+    parser.add_argument("--max-cutoff", type=float, default=0.03,
+                        help="calibrate eou_low/eou_high for at most this expected false cut-off rate (default 0.03)")
     parser.add_argument("--out", default=None, help="where to write the head (default: the cache, which wins over the packaged head)")
     parser.add_argument("--evaluate-bench", action="store_true",
                         help="also report AUC on the bench transcripts (complete vs cut), head vs raw token probability")
@@ -415,9 +526,16 @@ def run_from_args(args: Any, bench_texts: Any = None) -> int:
         )
         if len([t for t in sentences if _strip(t)]) < 10:
             raise ValueError(f"need at least 10 training sentences, got {len(sentences)}")
+        from dataclasses import replace
+
         config = LLMConfig(model=args.model)
+        quantize = getattr(args, "quantize", None)
+        if quantize is not None:
+            config = replace(config, quantize=None if quantize == "none" else quantize)
         engine = LLMEngine.from_config(config, ThreadPlan(torch_threads=1))
-        weights = train(engine, args.model, sentences, config.system_prompt, log=print)
+        weights = train(engine, args.model, sentences, config.system_prompt, log=print,
+                        max_cutoff=getattr(args, "max_cutoff", 0.03))
+        weights.info["quantize"] = getattr(engine, "quantize", None) or config.quantize
     except (FileNotFoundError, ValueError, ModelError) as exc:
         print(f"train-eou: {exc}")
         return 2

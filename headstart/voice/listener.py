@@ -387,9 +387,21 @@ class Listener:
             and utterance is not None
             and utterance.end is None
             and not self._ended
-            and (self._audio.end - utterance.last_pass_end >= max(self._min_new, 1) or self._speech_may_end(utterance))
+            and (
+                self._speech_may_end(utterance)
+                or (self._audio.end - utterance.last_pass_end >= max(self._min_new, 1) and not self._silence_pending())
+            )
         ):
             self._start(utterance, self._audio.end)
+
+    def _silence_pending(self) -> bool:
+        """The VAD hears silence after speech, less than `early_final_s` of it: hold the cadence pass
+        back (at most early_final_s), so that, if the speech ends here, the ASR is free for the pass
+        that hears the whole utterance instead of busy with one that stops just short of its end."""
+        since = self._vad.silence_since_s
+        if self._early is None or since is None:
+            return False
+        return self._audio.end - int(round(since * SAMPLE_RATE_HZ)) < self._early
 
     def _covers(self, utterance: _Utterance) -> bool:
         """Whether the newest finished pass heard the utterance up to its end (but the VAD's padding)."""
@@ -488,8 +500,10 @@ class Listener:
         known = utterance.eou_cache.get(text)
         if known is not None:  # scored before (the final often repeats the last partial): no second call
             self._eou_next = None
-            self._endpointer.push_eou(known)
-            self._poll_endpointer()
+            # after the speech end only the final text's score counts (a partial's is stale)
+            if utterance.end is None or text == utterance.final_text:
+                self._endpointer.push_eou(known)
+                self._poll_endpointer()
             return
         if self._eou_task is not None:
             self._eou_next = None if text == self._eou_text else (utterance, text)
@@ -512,6 +526,8 @@ class Listener:
         if utterance is self._current and not self._ended and (utterance.end is None or text == utterance.final_text):
             # (after the speech end only the final text's score counts; a newer cached score wins)
             self._endpointer.push_eou(utterance.eou_cache.get(utterance.eou_text, probability))
+            self._poll_endpointer()
+            self._schedule()
         elif utterance is self._current and utterance.final_text is not None and utterance.final_text in utterance.eou_cache:
             self._endpointer.push_eou(utterance.eou_cache[utterance.final_text])
             self._poll_endpointer()
