@@ -13,7 +13,8 @@ Policy:
   before them ("Well, in short, | the"). The word cut moves on, word by word, past a word that cannot
   end a spoken phrase: a function word ("the", "a", "to", "is", "can", "I'm"...) that would dangle, a
   token with a digit (its unit or "am"/"pm" may follow: "9:30 am"), a number word ("twenty | five"),
-  an abbreviation or initial ("Dr." | "Lee").
+  an abbreviation or initial ("Dr." | "Lee"). The word cut competes with the marks by position, so
+  the first chunk is the same whether the text is pushed whole or token by token.
 - After that, one chunk per sentence (`.`, `!`, `?`, `…` followed by whitespace) or line. A line break
   ends a chunk (paragraphs, list items, headings are separate spoken units).
 - A period never ends a chunk inside a number ("3.14", "$49.95"), after a known abbreviation ("Dr.",
