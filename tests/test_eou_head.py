@@ -77,6 +77,10 @@ def test_packaged_head_for_smollm2_and_the_cache_copy_wins(tmp_path, monkeypatch
     assert len(H.packaged_sentences()) >= 200
     qwen = H.load_weights("qwen2.5-coder-0.5b")  # the session's default LLM
     assert qwen.hidden_size == 896 and qwen.info["heldout_auc"] > 0.9
+    # both shipped heads carry thresholds calibrated on out-of-fold scores (train-eou)
+    for weights in (packaged, qwen):
+        low, high = weights.thresholds
+        assert 0 < low < high < 1 and weights.info["expected_cutoff"] <= weights.info["max_cutoff"]
 
 
 # -- the real model -------------------------------------------------------------------------------------
