@@ -48,12 +48,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
     parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine: piper-joe, espeak or a .onnx voice")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    parser.add_argument("--llm-quantize", choices=["int8"], default=LLMConfig().quantize,
-                        help="dynamic int8 Linear layers for the LLM (CPU, float32 only); default: off")
+    add_llm_quantize_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
     add_head_start_argument(parser)
+
+
+def add_llm_quantize_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--llm-quantize", choices=["auto", "int8", "none"], default=LLMConfig().quantize,
+                        help="dynamic int8 Linear layers for the LLM (CPU, float32 only); auto (default): int8 "
+                        "where the LLM runs in float32 on CPU; none: off")
 
 
 def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
@@ -330,7 +335,7 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         threads=replace(base.threads, torch_threads=args.torch_threads),
         asr=replace(base.asr, model=args.asr),
         llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
-                    quantize=getattr(args, "llm_quantize", None)),
+                    quantize=getattr(args, "llm_quantize", base.llm.quantize)),
         tts=replace(base.tts, engine=args.tts),
         session=session_config_from_args(args, base.session),
     )

@@ -342,7 +342,7 @@ class MicClient:
 
 def add_arguments(parser) -> None:
     from headstart.config import ASRConfig, LLMConfig, ThreadPlan, TTSConfig
-    from headstart.demo import add_head_start_argument
+    from headstart.demo import add_head_start_argument, add_llm_quantize_argument
 
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--server", help="websocket URL of a running `headstart serve`, e.g. ws://127.0.0.1:8765/ws")
@@ -358,6 +358,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tts", default=TTSConfig().engine, help="with --local: TTS engine")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
+    add_llm_quantize_argument(parser)
     add_head_start_argument(parser)
 
 

@@ -477,8 +477,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    from headstart.demo import add_head_start_argument
+    from headstart.demo import add_head_start_argument, add_llm_quantize_argument
 
+    add_llm_quantize_argument(parser)
     add_head_start_argument(parser)
 
 

@@ -23,7 +23,7 @@ def decoder():
         resolve_model(MODEL)
     except ModelNotPreparedError as exc:
         pytest.skip(str(exc))
-    config = LLMConfig(model=MODEL, dtype="float32", speculative="draft_model", draft_model=MODEL,
+    config = LLMConfig(model=MODEL, dtype="float32", quantize="none", speculative="draft_model", draft_model=MODEL,
                        draft_quantize="int8", speculate_k=3)
     target = LLMEngine.from_config(config, ThreadPlan())
     built = build_decoder(target, config, ThreadPlan())
@@ -33,10 +33,12 @@ def decoder():
 
 def test_the_drafter_is_int8_and_the_target_is_not(decoder):
     import torch
-    from torch.ao.nn.quantized.dynamic import Linear as DynamicLinear
+
+    from headstart.llm.int8 import RowInt8Linear
 
     draft = decoder.drafter.draft
-    assert isinstance(draft.model.lm_head, DynamicLinear)
+    assert isinstance(draft.model.lm_head, RowInt8Linear)
+    assert draft.quantize == "int8" and decoder.engine.quantize is None
     assert type(decoder.engine.model.lm_head) is torch.nn.Linear
     assert decoder.engine.model.dtype == torch.float32
 

@@ -225,7 +225,8 @@ def test_self_speculative_equals_plain_greedy_on_smollm2():
         path = resolve_model("smollm2-135m")
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"smollm2-135m not prepared: {exc}")
-    engine = LLMEngine.load(path, LLMConfig(model="smollm2-135m", dtype="float32"), ThreadPlan(torch_threads=1))
+    engine = LLMEngine.load(path, LLMConfig(model="smollm2-135m", dtype="float32", quantize="none"),
+                             ThreadPlan(torch_threads=1))
     stack = LayerStack(engine.model)
     head = ProposalHead.new("linear", stack.hidden_size, 10, stack.num_layers)  # untrained: the logit lens
     drafter = SelfSpeculativeDrafter(engine, head)

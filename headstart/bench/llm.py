@@ -78,8 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "'none' to skip)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
     parser.add_argument("--dtype", default="auto", help="'auto' (fp32 on AVX2-only CPUs), 'float32', 'bfloat16'")
-    parser.add_argument("--quantize", choices=["int8"], default=None,
-                        help="dynamic int8 Linear layers (LLMConfig.quantize; float32 CPU only)")
+    parser.add_argument("--quantize", choices=["auto", "int8", "none"], default=LLMConfig().quantize,
+                        help="dynamic int8 Linear layers (LLMConfig.quantize; float32 CPU only); auto (default): "
+                             "int8 where the model runs in float32 on CPU; none: off")
     parser.add_argument("--draft-quantize", choices=["auto", "int8", "none"], default="auto",
                         help="quantise only the draft model (LLMConfig.draft_quantize; auto: int8 for an fp32 "
                              "drafter on CPU); the output stays exact")
@@ -276,7 +277,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         "draft_quantize": draft_quantize if draft_name else None,
         "threads": args.threads,
         "dtype": str(engine.model.dtype).removeprefix("torch."),
-        "quantize": args.quantize,
+        "quantize": engine.quantize,
         "prompt_tokens": ttft["prompt_tokens"],
         "tail_tokens": ttft["tail_tokens"],
         "ttft_cold_s": round(cold, 4),
@@ -311,7 +312,10 @@ def _round(value: float | None) -> float | None:
 
 def _print_table(result: dict, decode: dict, quality: dict | None) -> None:
     cold = result["ttft_cold_s"]
-    print(f"\nLLM bench: {result['model']} ({result['dtype']}, {result['threads']} thread(s)); "
+    quant = result["quantize"] or "no quantisation"
+    drafter = (f"; drafter {result['draft_model']} ({result['draft_quantize'] or 'no quantisation'})"
+               if result["draft_model"] else "")
+    print(f"\nLLM bench: {result['model']} ({result['dtype']}, {quant}, {result['threads']} thread(s){drafter}); "
           f"prompt {result['prompt_tokens']} tokens, tail after partials {result['tail_tokens']} tokens")
     print(f"{'TTFT after end of turn':<28}{'seconds':>10}{'of cold':>10}")
     for name, key in (("cold prefill", "ttft_cold_s"), ("incremental prefill", "ttft_incremental_s"),

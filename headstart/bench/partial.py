@@ -123,7 +123,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 2
     if args.history_turns:
         return _history_curve(args)
-    config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens)
+    # the proposal heads are trained on (and read) the float model's weights: no int8 here
+    config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens,
+                       quantize="none")
     try:
         folder = resolve_model(args.model)
         log(f"loading {args.model} on {args.device}")

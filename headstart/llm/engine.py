@@ -23,9 +23,11 @@ from headstart.llm.sampling import Sampler, Sampling
 if TYPE_CHECKING:
     import torch
 
-__all__ = ["LLMEngine", "LLMError", "common_prefix_len", "quantize_model", "resolve_dtype"]
+__all__ = ["LLMEngine", "LLMError", "common_prefix_len", "quantize_model", "resolve_dtype", "resolve_quantize"]
 
 QUANTIZE_MODES = ("int8",)
+# LLMConfig.quantize / draft_quantize: "auto" picks per machine; None and "none" mean off.
+QUANTIZE_CHOICES = ("auto", "int8", "none")
 
 # End-of-turn tokens of the common chat templates (ChatML, Llama 3, Phi, Gemma); one counts as an
 # end token when the tokenizer's chat template uses it.
@@ -57,6 +59,8 @@ class LLMEngine:
         self.model = model
         self.tokenizer = tokenizer
         self.config = config
+        # the quantisation the model actually carries ("int8" or None), whatever the config asked
+        self.quantize = "int8" if _has_dynamic_int8(model) else None
         self._cache_kw = cache_keyword(model)
         self._logits_to_keep = "logits_to_keep" in _forward_params(model)
         self._cache = KVCache(model.config)
@@ -73,7 +77,8 @@ class LLMEngine:
         """Load a prepared model folder (safetensors weights + tokenizer files) on `config.device` in
         `config.dtype` (see `resolve_dtype`), set torch's thread
         count from `threads.torch_threads`, and put the model in eval mode. Never downloads.
-        With `config.quantize == "int8"` the Linear layers are then quantised (see `quantize_model`).
+        The Linear layers are then quantised as `config.quantize` resolves (`resolve_quantize`: by
+        default "auto", dynamic int8 where the model runs in float32 on CPU; see `quantize_model`).
 
         Raises FileNotFoundError when `path` is not a folder with a config.json, ValueError for an
         unknown dtype, an unknown or unsupported quantisation, or a thread count < 1.
@@ -88,7 +93,8 @@ class LLMEngine:
                 "prepare one with `python -m headstart models prepare NAME`"
             )
         dtype = resolve_dtype(config.dtype, config.device)
-        _check_quantize(config.quantize, dtype, config.device)
+        quantize = resolve_quantize(config.quantize, config.dtype, config.device)
+        _check_quantize(quantize, dtype, config.device)
         if threads.torch_threads < 1:
             raise ValueError(f"torch_threads must be >= 1, got {threads.torch_threads}")
         torch.set_num_threads(threads.torch_threads)
@@ -96,8 +102,11 @@ class LLMEngine:
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
         model.to(config.device).eval()
         model.requires_grad_(False)
-        if config.quantize is not None:
-            model = quantize_model(model, config.quantize)
+        if quantize is not None:
+            model = quantize_model(model, quantize)
+            from headstart.llm.int8 import enable_rowwise_attention
+
+            enable_rowwise_attention(model)  # multi-token forwards stay bit-identical to one-token steps
         return cls(model, tokenizer, config)
 
     @classmethod
@@ -358,31 +367,39 @@ def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
     return dtype
 
 
-def quantize_model(model: Any, mode: str = "int8") -> Any:
-    """Dynamic int8 quantisation of every torch.nn.Linear (the lm_head included; embeddings stay
-    float32) with `torch.ao.quantization.quantize_dynamic`: int8 weights with one scale per output
-    channel, activations quantised per tensor per call, fbgemm/x86 kernels on CPU. Decode on CPU is
-    memory-bandwidth bound, so ~4x fewer weight bytes per token. Logits stay float32. Because the
-    activation scales are per forward, a chunked (incremental) prefill is not the same computation
-    as a one-shot one: the logits differ visibly and the top token can change. Replaces the modules
-    in place and returns the model. The model must be float32 on CPU (ValueError otherwise, and for
-    an unknown `mode`). A tied lm_head gets its own int8 copy; the input embeddings are untouched.
-    """
-    import warnings
-
+def resolve_quantize(mode: str | None, dtype: str = "auto", device: str = "cpu") -> str | None:
+    """The quantisation to apply for a config value (`LLMConfig.quantize` or `draft_quantize`) and
+    the model's dtype name and device: "auto" is "int8" where the model resolves to float32 on CPU
+    (the only place PyTorch has dynamic int8 kernels; decode there is memory-bound, and int8 Linear
+    layers measured qwen2.5-coder-0.5b TPOT 247 -> 90 ms on one thread) and None elsewhere (CUDA,
+    bf16); None and "none" are None; any other value is returned as is (`LLMEngine.load` checks it).
+    ValueError for an unknown dtype name (only when resolving "auto")."""
+    if mode is None or mode == "none":
+        return None
+    if mode != "auto":
+        return mode
     import torch
 
+    return "int8" if device == "cpu" and resolve_dtype(dtype, device) == torch.float32 else None
+
+
+def quantize_model(model: Any, mode: str = "int8") -> Any:
+    """Dynamic int8 quantisation of every torch.nn.Linear (the lm_head included; embeddings stay
+    float32): int8 weights with one symmetric scale per output channel, activations quantised per
+    token at call time, fbgemm kernels on CPU (`headstart.llm.int8.RowInt8Linear`). Decode on CPU is
+    memory-bandwidth bound, so ~4x fewer weight bytes per token. Logits stay float32. Unlike
+    `torch.ao.quantization.quantize_dynamic` (one activation scale per call), a token's output does
+    not depend on the other tokens in the forward, so a k-token verify step and a chunked prefill
+    compute each token exactly as one-token steps do, and speculative decoding and incremental
+    prefill stay as exact as in float32. Replaces the modules in place and returns the model. The
+    model must be float32 on CPU (ValueError otherwise, and for an unknown `mode`). A tied lm_head
+    gets its own int8 copy; the input embeddings are untouched.
+    """
     param = next(model.parameters())
     _check_quantize(mode, param.dtype, param.device.type)
-    with warnings.catch_warnings():
-        # torch.ao.quantization warns that it is deprecated in favour of torchao; it still works.
-        warnings.filterwarnings("ignore", message=r"torch\.ao\.quantization is deprecated", category=DeprecationWarning)
-        warnings.filterwarnings("ignore", message=r".*quantize_per_tensor.*", category=UserWarning)
-        from torch.ao.quantization import per_channel_dynamic_qconfig, quantize_dynamic
+    from headstart.llm.int8 import quantize_linears
 
-        # Per-channel weight scales: per-tensor ones garbled SmolLM2-135M's replies (measured).
-        spec = {torch.nn.Linear: per_channel_dynamic_qconfig}
-        return quantize_dynamic(model, spec, dtype=torch.qint8, inplace=True)
+    return quantize_linears(model)
 
 
 def _check_quantize(mode: str | None, dtype: Any, device: str) -> None:
@@ -391,12 +408,17 @@ def _check_quantize(mode: str | None, dtype: Any, device: str) -> None:
     if mode is None:
         return
     if mode not in QUANTIZE_MODES:
-        raise ValueError(f"unknown quantize mode {mode!r}; use one of {QUANTIZE_MODES} or None")
+        raise ValueError(f"unknown quantize mode {mode!r}; use one of {QUANTIZE_CHOICES} or None")
     if dtype != torch.float32:
         raise ValueError(f"quantize={mode!r} needs dtype float32 (the int8 kernels take float32 activations), "
                          f"got {dtype}; set dtype='float32'")
     if device != "cpu":
         raise ValueError(f"quantize={mode!r} runs on CPU only, got device {device!r}")
+
+
+def _has_dynamic_int8(model: Any) -> bool:
+    return any(type(m).__name__ == "RowInt8Linear" or type(m).__module__.startswith("torch.ao.nn.quantized")
+               for m in model.modules())
 
 
 def _forward_params(model: Any) -> set[str]:

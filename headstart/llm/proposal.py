@@ -62,6 +62,11 @@ class LayerStack:
         types = getattr(config, "layer_types", None) or ["full_attention"] * config.num_hidden_layers
         if any(t != "full_attention" for t in types) or getattr(config, "use_sliding_window", False):
             raise ValueError("partial-layer drafting supports full-attention layers only (no sliding windows)")
+        import torch
+
+        if not isinstance(getattr(model.lm_head, "weight", None), torch.Tensor):
+            raise ValueError("partial-layer drafting needs float Linear layers; this model is quantised "
+                             "(load it with LLMConfig.quantize='none')")
         self.model = model
         self.embed = inner.embed_tokens
         self.layers = inner.layers

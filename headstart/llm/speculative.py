@@ -322,16 +322,11 @@ class Decoder:
 
 def resolve_draft_quantize(config: LLMConfig) -> str | None:
     """The drafter's quantisation for `config.draft_quantize`: "auto" is "int8" where the drafter would
-    run in float32 on CPU (dynamic int8 kernels exist only there) and None elsewhere; any other value
-    is returned as is (LLMEngine checks it)."""
-    if config.draft_quantize != "auto":
-        return config.draft_quantize
-    import torch
+    run in float32 on CPU (dynamic int8 kernels exist only there) and None elsewhere; None and "none"
+    are None; any other value is returned as is (LLMEngine checks it). See `resolve_quantize`."""
+    from headstart.llm.engine import resolve_quantize
 
-    from headstart.llm.engine import resolve_dtype
-
-    on_cpu_fp32 = config.device == "cpu" and resolve_dtype(config.dtype, config.device) == torch.float32
-    return "int8" if on_cpu_fp32 else None
+    return resolve_quantize(config.draft_quantize, config.dtype, config.device)
 
 
 def build_decoder(engine: LLMEngine, config: LLMConfig, threads: ThreadPlan) -> Decoder:
