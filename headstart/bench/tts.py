@@ -8,7 +8,8 @@ speaks; each chunk is normalised as in a session. Then, `--runs` times, every ch
 synthesised and timed:
   - TTFA: wall time from calling `synthesize(first chunk)` to its first audio array (Piper: the whole
     chunk, it synthesises a chunk in one call); the median over runs, then over replies;
-  - RTF: wall time to synthesise all the replies' chunks / seconds of audio produced (median over runs);
+  - RTF: time to synthesise all the replies' chunks (each chunk's median over runs, summed) / seconds
+    of audio produced;
   - stream: a replay of each reply with tokens arriving every `--tpot-s` seconds (0.1 s: the default
     LLM, int8 qwen2.5-coder-0.5b, measured 90 ms) and the measured per-chunk synthesis times on one
     synthesis thread: `first_audio_s` (first token -> first audio) and `stall_s` (silence inside the
@@ -153,7 +154,7 @@ def replay_stream(
 
 def measure(synth: Any, chunks: list[str], runs: int) -> dict[str, float]:
     """Time `synth` on one reply's `chunks` `runs` times. Returns median `ttfa_s` (first chunk, call ->
-    first array), median `rtf` (whole reply: wall s / audio s), `audio_s` (of the whole reply)."""
+    first array), `rtf` (whole reply: the chunks' median synthesis s summed / audio s), `audio_s`."""
     if not chunks:
         raise ValueError("nothing to speak: the text normalises to no chunks")
     per = measure_chunks(synth, [chunks], runs)[0]
