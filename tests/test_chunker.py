@@ -172,7 +172,7 @@ def test_a_long_opening_without_commas_is_cut_after_max_words():
         pushed += ready
     pushed += chunker.flush()
     assert pushed[0] == "I am going to walk to the left"
-    assert first_at == 7  # ready as soon as the 8th word is whole (a space follows it)
+    assert first_at == 8  # ready once the word after the 8th ("of") is whole: a phrase starts there
     assert " ".join(pushed) == text
     assert len(pushed) == 2  # after the first chunk: whole sentences again
 

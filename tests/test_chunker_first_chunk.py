@@ -1,5 +1,5 @@
 """The default early first chunk (TTSConfig: first comma, or about 5 words moved past words that cannot
-end a phrase): typical reply openings, the same cut whether pushed whole or token by token, never a
+end a phrase, preferring a cut before a word that opens one): typical reply openings, the same cut whether pushed whole or token by token, never a
 dangling function word, a split number or abbreviation at the cut."""
 
 from __future__ import annotations
@@ -30,12 +30,16 @@ OPENINGS = [
     ("You can reset your password from the settings page.", "You can reset your password"),
     ("I will go to the store and buy some milk.", "I will go to the store"),
     ("We can meet at 9:30 am in the lobby tomorrow.", "We can meet at 9:30 am"),
-    ("It costs about $12.50 per person tonight.", "It costs about $12.50 per person"),
+    ("It costs about $12.50 per person tonight.", "It costs about $12.50 per person tonight."),
+    ("It costs about $12.50 per person for the whole trip.", "It costs about $12.50 per person"),
     ("There are twenty five people in the room now.", "There are twenty five people"),
-    ("Please ask Dr. Lee about the results today.", "Please ask Dr. Lee about the results"),
+    ("Please ask Dr. Lee about the results of the test.", "Please ask Dr. Lee about the results"),
+    ("A good aim for a black cat is to chase the nearest human.", "A good aim for a black cat"),
+    ("Take the old green wooden garden gate key with you.", "Take the old green wooden"),
     ("My favourite author is J. R. R. Tolkien of course.", "My favourite author is J. R. R. Tolkien"),
     ("The value of pi is 3.14159 and it never ends.", "The value of pi is 3.14159 and it never ends."),
-    ("I\u2019m going to the market later today.", "I\u2019m going to the market"),
+    ("I\u2019m going to the market later today.", "I\u2019m going to the market later today."),
+    ("I\u2019m going to the market in town later.", "I\u2019m going to the market"),
     ("Short answer.", "Short answer."),
 ]
 
@@ -53,10 +57,10 @@ def test_the_first_chunk_is_ready_as_soon_as_its_cut_is_certain():
     assert chunker.push("Sure") == [] and chunker.push(",") == []  # "Sure,5" could still come
     assert chunker.push(" here") == ["Sure,"]
     chunker = ClauseChunker()
-    ready = [chunker.push(t) for t in ["I", " think", " the", " best", " way", " to"]]
-    assert ready == [[], [], [], [], [], ["I think the best way"]]
+    ready = [chunker.push(t) for t in ["I", " think", " the", " best", " way", " to", " learn"]]
+    assert ready == [[], [], [], [], [], [], ["I think the best way"]]  # once "to" is whole
     chunker = ClauseChunker()
-    ready = [chunker.push(t) for t in ["I", " will", " go", " to", " the", " store", " and"]]
+    ready = [chunker.push(t) for t in ["I", " will", " go", " to", " the", " store", " and", " buy"]]
     assert ready[-1] == ["I will go to the store"] and not any(ready[:-1])  # not at "the"
 
 

@@ -13,7 +13,8 @@ Policy:
   before them ("Well, in short, | the"). The word cut moves on, word by word, past a word that cannot
   end a spoken phrase: a function word ("the", "a", "to", "is", "can", "I'm"...) that would dangle, a
   token with a digit (its unit or "am"/"pm" may follow: "9:30 am"), a number word ("twenty | five"),
-  an abbreviation or initial ("Dr." | "Lee"). The word cut competes with the marks by position, so
+  an abbreviation or initial ("Dr." | "Lee"); it prefers, within 3 more words, a cut before a word
+  that opens a phrase ("a black cat | is", not "a black | cat"). The word cut competes with the marks by position, so
   the first chunk is the same whether the text is pushed whole or token by token.
 - After that, one chunk per sentence (`.`, `!`, `?`, `…` followed by whitespace) or line. A line break
   ends a chunk (paragraphs, list items, headings are separate spoken units).
@@ -90,6 +91,9 @@ DANGLING_WORDS = frozenset(
     """.split()
 )
 _DIGIT_RE = re.compile(r"\d")
+# A word cut waits up to this many words past first_chunk_max_words for a phrase boundary (a word that
+# can end a phrase followed by one that starts one) before it takes the first word that can end one.
+_PHRASE_PATIENCE_WORDS = 3
 
 
 class ClauseChunker:
@@ -195,17 +199,41 @@ class ClauseChunker:
         return word_cut
 
     def _first_words_cut(self, text: str) -> int | None:
-        """End of the `first_chunk_max_words`-th whole word (one followed by whitespace), or of the
-        first later word that can end a phrase (`_can_end_first_chunk`), or of the last clause mark
-        before it ("Well, in short, | the"); None if no such word is whole yet."""
+        """Where to cut an opening with no clause mark yet, or None if that is not known yet.
+
+        From the `first_chunk_max_words`-th whole word (one followed by whitespace) on, the first
+        word that can end a phrase (`_can_end_first_chunk`) and is followed by a word that starts one
+        (a function word or a number: "the best way | to learn", "a black cat | is"), looking
+        `_PHRASE_PATIENCE_WORDS` words ahead; failing that, the first word that can end a phrase. A
+        clause mark before the cut wins ("Well, in short, | the").
+        """
         words = list(_WHOLE_WORD_RE.finditer(text))
-        for i in range(self.first_chunk_max_words - 1, len(words)):
-            m = words[i]
-            if not _can_end_first_chunk(m.group(), words[i - 1].group() if i else ""):
-                continue
-            clause_ends = [c.end() for c in _CLAUSE_CUT_RE.finditer(text, 0, m.end() + 1)]
-            return clause_ends[-1] if clause_ends else m.end()
-        return None
+        first = self.first_chunk_max_words - 1
+
+        def can_end(i: int) -> bool:
+            return _can_end_first_chunk(words[i].group(), words[i - 1].group() if i else "")
+
+        cut: int | None = None
+        for i in range(first, first + _PHRASE_PATIENCE_WORDS):
+            if i + 1 >= len(words):
+                return None  # the next word is not whole yet: cannot tell
+            if can_end(i) and _starts_phrase(words[i + 1].group()):
+                cut = i
+                break
+        else:
+            cut = next((i for i in range(first, len(words)) if can_end(i)), None)
+            if cut is None:
+                return None
+        end = words[cut].end()
+        clause_ends = [c.end() for c in _CLAUSE_CUT_RE.finditer(text, 0, end + 1)]
+        return clause_ends[-1] if clause_ends else end
+
+
+def _starts_phrase(word: str) -> bool:
+    """Does `word` usually open a phrase (a function word, a number): a good place to cut before it?"""
+    token = _LEADING_MARKS_RE.sub("", word).lower()
+    bare = _EDGE_MARKS_RE.sub("", token.replace("\u2019", "'"))
+    return bare in DANGLING_WORDS or bool(_DIGIT_RE.search(bare))
 
 
 def _can_end_first_chunk(word: str, previous: str = "") -> bool:
