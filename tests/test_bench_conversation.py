@@ -202,6 +202,7 @@ def test_end_to_end_small_models(tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
     assert set(result["configs"]) == {"baseline", "headstart"}
+    assert result["simulated"] is False and result["effective"]["pace"] == "realtime" and "simulation" not in result
     for name, c in result["configs"].items():
         assert c["turns"] == 1 and c["replies"] == 1, (name, c)
         assert 0.0 < c["v2v_p50_s"] < 60.0 and c["ttft_p50_s"] > 0.0

@@ -228,13 +228,13 @@ def test_simulate_refuses_a_server(capsys):
 
 @pytest.mark.slow
 def test_simulated_run_small_models(tmp_path):
-    """qa, history and one pause item with the small models on the virtual clock: the same figures as a
-    real-time run, marked simulated, and idle time skipped."""
+    """qa, history, one pause item and one barge-in with the small models on the virtual clock: the
+    figures of a real-time run, marked simulated, and idle time skipped."""
     out = tmp_path / "out"
     proc = subprocess.run(
         [sys.executable, "-m", "headstart", "bench", "conversation", "--simulate", "--llm", "smollm2-135m",
-         "--tts", "espeak", "--configs", "headstart", "--scenarios", "qa,history,pauses", "--turns", "1",
-         "--pause-items", "1", "--synthetic", "none", "--max-new-tokens", "8", "--out", str(out)],
+         "--tts", "espeak", "--configs", "headstart", "--scenarios", "qa,history,pauses,bargein", "--turns", "1",
+         "--pause-items", "1", "--bargein-items", "1", "--synthetic", "none", "--max-new-tokens", "8", "--out", str(out)],
         capture_output=True, text=True, timeout=400,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -247,6 +247,8 @@ def test_simulated_run_small_models(tmp_path):
     assert c["turns"] == 2 and c["replies"] == 2  # the qa turn and the history turn
     assert 0.3 < c["v2v_p50_s"] < 60.0 and c["ttft_p50_s"] >= 0.0 and c["wer"] <= 0.25
     assert c["pause_items"] == 1 and c["false_cutoff_rate"] in (0.0, 1.0)
+    # the client's player runs on the virtual clock: the reply falls silent soon after the first word
+    assert c["bargeins"] == 1 and 0.0 <= c["bargein_stop_p50_s"] < 2.0
     sim = result["simulation"]["configs"]["headstart"]
     # the recordings, trailing silence and reply playback are idle time: seconds of it were skipped
     assert sim["skipped_s"] > 2.0 and sim["virtual_s"] == pytest.approx(sim["wall_s"] + sim["skipped_s"], abs=0.5)
