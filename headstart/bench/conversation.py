@@ -347,9 +347,8 @@ def summarize(runs: dict[str, ConfigRun]) -> tuple[dict[str, dict], dict[str, li
     return summaries, figures
 
 
-SIMULATED_LINE = ("SIMULATED (--simulate): client, server and sessions in one process on a virtual clock; idle waits "
-                  "skipped, compute at its real cost; not a real-time measurement (limits: "
-                  "headstart/bench/conversation_simulate.py)")
+SIMULATED_LINE = ("SIMULATED (--simulate): in-process on a virtual clock, idle waits skipped, compute at its real "
+                  "cost; not a real-time measurement (see headstart/bench/conversation_simulate.py)")
 
 
 def run(args: argparse.Namespace, log=print) -> dict:
