@@ -27,6 +27,7 @@ def test_bench_prints_a_table_and_ends_with_one_json_line(capsys, tmp_path):
     espeak = result["engines"]["espeak"]
     assert 0 < espeak["ttfa_s"] < 5 and 0 < espeak["rtf"] < 5 and espeak["audio_s"] > 1
     assert espeak["sample_rate"] == 22_050
+    assert 0 <= espeak["ttfa_cpu_s"] <= espeak["ttfa_s"] + 0.05 and 0 <= espeak["rtf_cpu"] < 5
     assert "make coqui-env" in result["engines"]["coqui"]["skipped"]  # missing env: reported, not fatal
     assert result["first_clause"] == "Sure," and len(result["first_clauses"]) == len(bench_tts.REPLIES)
     assert any(line.startswith("espeak") for line in lines[:-1]) and "skipped" in "\n".join(lines[:-1])

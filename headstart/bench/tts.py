@@ -14,7 +14,10 @@ synthesised and timed:
     LLM, int8 qwen2.5-coder-0.5b, measured 90 ms) and the measured per-chunk synthesis times on one
     synthesis thread: `first_audio_s` (first token -> first audio) and `stall_s` (silence inside the
     reply while playback waits for the next chunk), medians over replies.
-Engines load (and warm up) before timing; their load time is shown apart. `--compare-policies 4/8,off`
+Each figure also comes as the calling thread's CPU time (`ttfa_cpu_s`, `rtf_cpu`): on a shared machine
+the wall times grow with the load, the CPU time of an engine that computes on the calling thread
+(Piper with one onnxruntime thread) much less; for espeak (a subprocess) and coqui (a worker process)
+it is ~0 and means nothing. Engines load (and warm up) before timing; their load time is shown apart. `--compare-policies 4/8,off`
 also times other first-chunk policies (MIN/MAX words, or off: whole sentences) in the same runs,
 interleaved, so they share the machine's load alike (JSON `compared_policies`).
 
@@ -167,34 +170,44 @@ def measure_chunks(synth: Any, replies: list[list[str]], runs: int) -> list[list
     """Synthesise every chunk of every reply, `runs` times (interleaved: run 1 of all, then run 2...).
 
     Returns per reply, per chunk: median `first_audio_s` (call -> first array), median `synth_s`
-    (call -> last array), `audio_s`. Raises ValueError for a reply with no chunks, RuntimeError if the
+    (call -> last array), the same as CPU time of the calling thread (`first_audio_cpu_s`,
+    `synth_cpu_s`: load-independent for an engine computing on that thread, as Piper with one
+    onnxruntime thread does; ~0 for espeak's subprocess and coqui's worker), `audio_s`. Raises ValueError for a reply with no chunks, RuntimeError if the
     engine gives no audio for a chunk.
     """
     if not replies or any(not chunks for chunks in replies):
         raise ValueError("nothing to speak: the text normalises to no chunks")
     firsts: dict[tuple[int, int], list[float]] = {}
     walls: dict[tuple[int, int], list[float]] = {}
+    cpu_firsts: dict[tuple[int, int], list[float]] = {}
+    cpus: dict[tuple[int, int], list[float]] = {}
     audio: dict[tuple[int, int], float] = {}
     for _ in range(max(1, runs)):
         for r, chunks in enumerate(replies):
             for i, chunk in enumerate(chunks):
                 num_samples = 0
                 first: float | None = None
-                start = time.perf_counter()
+                cpu_first = 0.0
+                start, cpu_start = time.perf_counter(), time.thread_time()
                 for array in synth.synthesize(chunk):
                     if first is None:
                         first = time.perf_counter() - start
+                        cpu_first = time.thread_time() - cpu_start
                     num_samples += int(array.shape[0])
                 wall = time.perf_counter() - start
+                cpu = time.thread_time() - cpu_start
                 if first is None or num_samples == 0:
                     raise RuntimeError(f"{synth.name} produced no audio for the chunk {chunk!r}")
                 firsts.setdefault((r, i), []).append(first)
                 walls.setdefault((r, i), []).append(wall)
+                cpu_firsts.setdefault((r, i), []).append(cpu_first)
+                cpus.setdefault((r, i), []).append(cpu)
                 audio[(r, i)] = num_samples / synth.sample_rate
     return [
         [
             {"first_audio_s": statistics.median(firsts[(r, i)]), "synth_s": statistics.median(walls[(r, i)]),
-             "audio_s": audio[(r, i)]}
+             "first_audio_cpu_s": statistics.median(cpu_firsts[(r, i)]),
+             "synth_cpu_s": statistics.median(cpus[(r, i)]), "audio_s": audio[(r, i)]}
             for i in range(len(chunks))
         ]
         for r, chunks in enumerate(replies)
@@ -207,6 +220,7 @@ def summarize(streamed: list[list[StreamedChunk]], timed: list[list[dict[str, fl
     (median `first_audio_s`, `stall_s` over replies at `tpot_s`)."""
     ttfas = [t[0]["first_audio_s"] for t in timed]
     synth_total = sum(c["synth_s"] for t in timed for c in t)
+    cpu_total = sum(c.get("synth_cpu_s", 0.0) for t in timed for c in t)
     audio_total = sum(c["audio_s"] for t in timed for c in t)
     replays = [
         replay_stream(chunks, [c["synth_s"] for c in t], [c["first_audio_s"] for c in t],
@@ -217,6 +231,8 @@ def summarize(streamed: list[list[StreamedChunk]], timed: list[list[dict[str, fl
         "ttfa_s": statistics.median(ttfas),
         "ttfa_max_s": max(ttfas),
         "rtf": synth_total / audio_total,
+        "ttfa_cpu_s": statistics.median(t[0].get("first_audio_cpu_s", 0.0) for t in timed),
+        "rtf_cpu": cpu_total / audio_total,
         "audio_s": audio_total,
         "first_clause_audio_s": statistics.median(t[0]["audio_s"] for t in timed),
         "stream": {
@@ -384,12 +400,12 @@ def format_table(result: dict[str, Any]) -> str:
         f"median of {result['runs']} runs, {result['threads']} thread(s)",
         "first clauses: " + " | ".join(repr(c) for c in result["first_clauses"]),
         f"{'engine':<8} {'TTFA s':>7} {'max s':>6} {'RTF':>6} {'audio s':>8} {'load s':>7} {'rate Hz':>8} "
-        f"{'stream 1st audio s':>18} {'stall s':>8}  note",
+        f"{'stream 1st audio s':>18} {'stall s':>8} {'cpu TTFA':>8} {'cpu RTF':>7}  note",
     ]
     for engine, r in result["engines"].items():
         if "skipped" in r:
             lines.append(f"{engine:<8} {'-':>7} {'-':>6} {'-':>6} {'-':>8} {'-':>7} {'-':>8} {'-':>18} {'-':>8}"
-                         f"  skipped: {r['skipped'][:90]}")
+                         f" {'-':>8} {'-':>7}  skipped: {r['skipped'][:90]}")
             continue
         note = "random weights (noise): worker path only" if r.get("random_weights") else ""
         target = result["targets"].get(engine)
@@ -399,7 +415,8 @@ def format_table(result: dict[str, Any]) -> str:
         stream = r["stream"]
         lines.append(
             f"{engine:<8} {r['ttfa_s']:>7.3f} {r['ttfa_max_s']:>6.3f} {r['rtf']:>6.3f} {r['audio_s']:>8.2f} "
-            f"{r['load_s']:>7.2f} {r['sample_rate']:>8} {stream['first_audio_s']:>18.3f} {stream['stall_s']:>8.3f}  {note}"
+            f"{r['load_s']:>7.2f} {r['sample_rate']:>8} {stream['first_audio_s']:>18.3f} {stream['stall_s']:>8.3f} "
+            f"{r['ttfa_cpu_s']:>8.3f} {r['rtf_cpu']:>7.3f}  {note}"
         )
     for name, comp in result.get("compared_policies", {}).items():
         for engine, r in comp["engines"].items():
