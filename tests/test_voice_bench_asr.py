@@ -74,3 +74,20 @@ def test_stage_times_follow_the_turn():
     # the final repeats a text scored earlier (cached): its score was known when the final came
     res.scores = [(1.1, "go home", 0.9)]
     assert bench._stage_times(res, 1.8)["final_eou"] == 1.6
+
+
+def test_cpu_timing_counts_process_cpu_time_one_job_at_a_time(monkeypatch):
+    import types
+
+    clocks = {"cpu": iter([10.0, 10.25]), "wall": iter([5.0, 5.75])}
+    fake = types.SimpleNamespace(process_time=lambda: next(clocks["cpu"]), perf_counter=lambda: next(clocks["wall"]))
+    monkeypatch.setattr(bench, "time", fake)
+    sim = bench._Sim("cpu")
+    held = []
+    out, cost = sim.measure(lambda: held.append(sim.lock.locked()) or "x")
+    assert (out, cost, held) == ("x", 0.25, [True]) and not sim.lock.locked()
+    out, cost = bench._Sim("wall").measure(lambda: "y")
+    assert (out, cost) == ("y", 0.75)
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert parser.parse_args([]).timing == "wall" and parser.parse_args(["--timing", "cpu"]).timing == "cpu"

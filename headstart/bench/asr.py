@@ -31,7 +31,8 @@ audio time t with a 0.6 s compute delivers its result at t + 0.6 s, and frames a
 is what a real-time run on this machine would see, without the idle waiting. The latency figures
 (partial, final delay, end-of-turn delay) therefore depend on the wall time of the compute and on how
 busy the CPU is; WER and the false cut-offs depend on it only through which partials exist when the
-endpointer decides.
+endpointer decides. `--timing cpu` counts each job's process CPU time instead, with jobs run one at a
+time: what an otherwise idle core would give, for comparisons on a machine shared with others.
 
 The last line printed is one JSON object with the keys `wer`, `partial_p50_s`, `partial_p90_s`,
 `final_delay_p50_s`, `eou_delay_p50_s`, `eou_delay_p90_s`, `false_cutoff_rate`, `rtf`, `model`,
@@ -108,6 +109,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
     parser.add_argument("--no-pauses", action="store_true", help="skip the pause set (no false cut-off rate)")
+    parser.add_argument("--timing", choices=("wall", "cpu"), default="wall",
+                        help="cost of each ASR pass and EOU call: wall = wall time (the machine as it is, shared load "
+                             "included); cpu = process CPU time, one job at a time (an otherwise idle core)")
     parser.add_argument("--threads", type=int, default=1, help="CTranslate2 threads (ThreadPlan.asr_threads)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths")
 
@@ -227,11 +231,26 @@ class _Job:
 class _Sim:
     """Audio-time driver: `now_s` is the audio pushed so far; jobs finish at submit + compute time."""
 
-    def __init__(self) -> None:
+    def __init__(self, timing: str = "wall") -> None:
         self.now_s = 0.0
         self.asr_job: _Job | None = None
         self.eou_jobs: list[_Job] = []
         self.llm_free_s = 0.0
+        # "wall": a job costs its wall time (what this machine gives now, other users' load included);
+        # "cpu": its process CPU time, jobs run one at a time (what an otherwise idle core would give)
+        self.timing = timing
+        self.lock = threading.Lock()
+
+    def measure(self, fn):
+        """Run `fn()`; return (its result, its cost in seconds under `timing`)."""
+        if self.timing == "cpu":
+            with self.lock:
+                started = time.process_time()
+                out = fn()
+                return out, time.process_time() - started
+        started = time.perf_counter()
+        out = fn()
+        return out, time.perf_counter() - started
 
 
 class _PacedASR:
@@ -244,12 +263,12 @@ class _PacedASR:
     def transcribe(self, samples: np.ndarray, offset_s: float = 0.0, prompt: str | None = None):
         job = _Job(self.sim.now_s)
         self.sim.asr_job = job
-        started = time.perf_counter()
         try:
-            out = self.asr.transcribe(samples, offset_s, prompt=prompt) if prompt else self.asr.transcribe(samples, offset_s)
-        finally:
-            job.compute_s = time.perf_counter() - started
+            out, job.compute_s = self.sim.measure(
+                lambda: self.asr.transcribe(samples, offset_s, prompt=prompt) if prompt else self.asr.transcribe(samples, offset_s)
+            )
             self.result.asr_compute_s += job.compute_s
+        finally:
             job.computed.set()
         job.release.wait()
         return out
@@ -283,14 +302,15 @@ async def _advance(sim: _Sim, listener: Any, target_s: float) -> None:
 
 def _make_scorer(sim: _Sim, estimator: Any, messages: list, result: RunResult):
     async def score(text: str) -> float:
-        est = estimator.estimate(messages, text)  # blocking, measured; delivered at audio time
+        # blocking, measured; delivered at audio time
+        est, compute_s = sim.measure(lambda: estimator.estimate(messages, text))
         job = _Job(max(sim.now_s, sim.llm_free_s))
-        job.compute_s = est.compute_s
+        job.compute_s = compute_s
         job.computed.set()
         sim.llm_free_s = job.end_s
         job.future = asyncio.get_running_loop().create_future()
         sim.eou_jobs.append(job)
-        result.eou_compute_s.append(est.compute_s)
+        result.eou_compute_s.append(compute_s)
         await job.future
         result.scores.append((sim.now_s, text, est.probability))
         return est.probability
@@ -298,7 +318,7 @@ def _make_scorer(sim: _Sim, estimator: Any, messages: list, result: RunResult):
     return score
 
 
-async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple | None) -> RunResult:
+async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple | None, timing: str = "wall") -> RunResult:
     from headstart.audio import AudioFrame
     from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded
     from headstart.voice.endpoint import Endpointer
@@ -306,7 +326,7 @@ async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple 
     from headstart.voice.vad import create_vad
 
     result = RunResult()
-    sim = _Sim()
+    sim = _Sim(timing)
     paced = _PacedASR(asr, sim, result)
     scorer = _make_scorer(sim, scorer_parts[0], scorer_parts[1], result) if scorer_parts else None
     executor = make_asr_executor()
@@ -447,6 +467,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         endpoint = replace(endpoint, eou_low=thresholds[0], eou_high=thresholds[1])
     config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=endpoint)
     noise_rng = np.random.default_rng(args.seed)
+    timing = getattr(args, "timing", "wall")
 
     pairs, partial_lat, final_delays, eou_delays, decision_delays = [], [], [], [], []
     stages: dict[str, list[float]] = {k: [] for k in STAGES}
@@ -456,7 +477,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     eou_costs: list[float] = []
     for n, item in enumerate(items, 1):
         audio = np.concatenate([item.audio, room_noise(item.audio, item.speech_start_s, TAIL_S, noise_rng)])
-        res = asyncio.run(_stream(audio, asr, config, scorer_parts))
+        res = asyncio.run(_stream(audio, asr, config, scorer_parts, timing))
         pairs.append((item.text, res.final_text))
         asr_compute += res.asr_compute_s
         audio_s += audio.shape[0] / SR
@@ -469,7 +490,10 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
             final_delays.append(max(final_ready - eot.audio_s, 0.0))
             eou_delays.append(t_avail - item.speech_end_s)
             decision_delays.append(eot.audio_s - item.speech_end_s)
-            complete_scores.append(eot.eou_probability)
+            # the final text's score (the turn may have ended before it came: the wait's maximum)
+            final_text = next((f.text for _, f in reversed(res.finals) if f.text), "")
+            scored = [score for _, text, score in res.scores if text == final_text]
+            complete_scores.append(scored[0] if scored else eot.eou_probability)
             for key, t in _stage_times(res, t_avail).items():
                 stages[key].append(t - item.speech_end_s)
         log(f"[{n}/{len(items)}] {item.name}: {res.final_text!r}"
@@ -481,7 +505,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         for p in pause_set(items, asr, args.seed):
             res = asyncio.run(_stream(
                 np.concatenate([p.audio, room_noise(p.item.audio, p.item.speech_start_s, TAIL_S, noise_rng)]),
-                asr, config, scorer_parts,
+                asr, config, scorer_parts, timing,
             ))
             cut = any(eot.audio_s < p.pause_end_s for _, eot in res.turns)
             at_pause = [score for t, _text, score in res.scores if p.pause_start_s < t < p.pause_end_s + 0.2]
@@ -527,7 +551,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "missing_end_of_turn": len(items) - len(eou_delays),
         "targets": TARGETS,
         "load_avg_1m": [load_before, _load_avg()],
-        "timing": "audio-time simulation with measured wall compute (see module docstring)",
+        "timing": f"audio-time simulation with measured {timing} compute (see module docstring)",
     }
 
 
