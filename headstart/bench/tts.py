@@ -424,6 +424,7 @@ def format_table(result: dict[str, Any]) -> str:
             lines.append(
                 f"  policy {name:<6} {engine:<8} TTFA {r['ttfa_s']:.3f} (max {r['ttfa_max_s']:.3f})  RTF {r['rtf']:.3f}"
                 f"  stream 1st audio {stream['first_audio_s']:.3f}  stall {stream['stall_s']:.3f}"
+                f"  cpu TTFA {r['ttfa_cpu_s']:.3f}  cpu RTF {r['rtf_cpu']:.3f}"
             )
     if result["engines"]:
         tpot = next((r["stream"]["tpot_s"] for r in result["engines"].values() if "stream" in r), None)
