@@ -55,3 +55,18 @@ def test_a_small_run_prints_the_json_line(capsys):
     # (`headstart llm train-proposal`: it depends on this machine's cache); every method exact
     assert result["exact"]["prompt_lookup"] is True
     assert set(result["exact"]) <= {"prompt_lookup", "self_speculative"} and all(result["exact"].values())
+    assert result["quantize"] == "int8"  # the CPU default for a float32 model
+
+
+def test_first_divergence_index():
+    assert bench.first_divergence([1, 2, 3], [1, 2, 3]) is None
+    assert bench.first_divergence([1, 2, 3], [1, 5, 3]) == 1
+    assert bench.first_divergence([1, 2, 3], [9]) == 0
+    assert bench.first_divergence([1, 2, 3], [1, 2]) == 2  # one ended (EOS) earlier
+    assert bench.first_divergence([], []) is None
+
+
+def test_divergence_option_parses():
+    args = _args("--divergence", "--divergence-tokens", "5", "--quantize", "none")
+    assert args.divergence and args.divergence_tokens == 5 and args.quantize == "none"
+    assert bench.run_from_args(_args("--divergence-tokens", "0")) == 2

@@ -247,6 +247,31 @@ def test_drafting_policy_waits_for_a_plain_timing_then_probes_again():
     assert policy.should_draft()
 
 
+def test_fruitless_steps_switch_drafting_off_before_the_timing_rule_could():
+    policy = DraftingPolicy(min_spec_steps=4, margin=1.02, zero_accept_steps=2, probe_after_tokens=3)
+    policy.record_plain(0.1)
+    # timings alone say "pays" (0.05 s/token < 0.1), but no draft token was accepted twice in a row
+    assert not policy.record_spec(0.05, 1)
+    assert policy.record_spec(0.05, 1)
+    assert not policy.should_draft()
+    for _ in range(6):  # the probe wait doubled to 6 tokens
+        policy.record_plain(0.1)
+    assert policy.should_draft()
+    assert not policy.record_spec(0.05, 1)
+    assert not policy.record_spec(0.05, 3)  # an accepting step resets the run
+    assert not policy.record_spec(0.05, 1)
+    assert policy.should_draft()
+
+
+def test_default_policy_per_drafter():
+    assert DraftingPolicy.for_drafter(PromptLookupDrafter()).zero_accept_steps == 2
+    assert DraftingPolicy.for_drafter(None).zero_accept_steps is None
+    assert DraftingPolicy.for_drafter(_WrongDrafter()).zero_accept_steps is None
+    assert Decoder(_tiny("llama"), PromptLookupDrafter()).policy.zero_accept_steps == 2
+    with pytest.raises(ValueError):
+        DraftingPolicy(zero_accept_steps=0)
+
+
 def test_prompt_lookup_proposes_what_followed_the_last_ngram():
     drafter = PromptLookupDrafter(max_ngram=3)
     assert drafter.propose([1, 2, 3, 4, 5, 9, 2, 3], 2) == [4, 5]

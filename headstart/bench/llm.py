@@ -88,6 +88,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="TTFT repeats (median)")
     parser.add_argument("--speculate-k", type=int, default=None, help="draft length k (default: 4 lookup, 3 model)")
     parser.add_argument("--no-quality", action="store_true", help="skip the answer-quality questions")
+    parser.add_argument("--divergence", action="store_true",
+                        help="also load the model in float32 (reference) and bfloat16 and report, per short "
+                             "prompt, the first greedy token where bf16 (and the int8 engine) diverge from "
+                             "float32 (bf16 is ~60x slower on an AVX2-only CPU: use a small model)")
+    parser.add_argument("--divergence-tokens", type=int, default=12, help="greedy tokens per divergence prompt")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
 
 
@@ -149,17 +154,17 @@ def _ttft(engine, config, repeats: int, log) -> dict[str, float]:
 
 
 def _decode(engine, config, methods: dict, n_tokens: int, log) -> dict[str, dict]:
+    """Decode tok/s per method. The methods take turns prompt by prompt (plain, then each drafter, on
+    the same prompt), so load changes on a shared machine hit them alike and the ratios hold."""
     from headstart.llm.sampling import Sampling
     from headstart.llm.stream import with_system_prompt
 
     prompts = [engine.render_prompt(with_system_prompt([*CONVERSATION, {"role": "user", "content": text}],
                                                        config.system_prompt))
                for text in DECODE_PROMPTS]
-    results: dict[str, dict] = {}
-    reference: list[list[int]] = []
-    for name, decoder in methods.items():
-        total_tokens, total_s, outputs = 0, 0.0, []
-        for prompt in prompts:
+    totals = {name: {"tokens": 0, "seconds": 0.0, "outputs": []} for name in methods}
+    for prompt in prompts:
+        for name, decoder in methods.items():
             engine.reset()
             if decoder is not None and decoder.drafter is not None:
                 decoder.drafter.reset()
@@ -167,24 +172,80 @@ def _decode(engine, config, methods: dict, n_tokens: int, log) -> dict[str, dict
             first = next(gen)  # TTFT is measured elsewhere: time the decode steps only
             t0 = time.perf_counter()
             rest = list(gen)
-            total_s += time.perf_counter() - t0
-            total_tokens += len(rest)
-            outputs.append([first, *rest])
-        if name == "plain":
-            reference = outputs
+            totals[name]["seconds"] += time.perf_counter() - t0
+            totals[name]["tokens"] += len(rest)
+            totals[name]["outputs"].append([first, *rest])
+    reference = totals["plain"]["outputs"]
+    results: dict[str, dict] = {}
+    for name, decoder in methods.items():
+        t = totals[name]
         stats = decoder.stats if decoder is not None else None
         results[name] = {
-            "tok_per_s": total_tokens / total_s if total_s else 0.0,
+            "tok_per_s": t["tokens"] / t["seconds"] if t["seconds"] else 0.0,
             "acceptance_rate": stats.acceptance_rate if stats else None,
             "mean_accepted": stats.mean_accepted if stats else None,
             "switched_off": stats.times_switched_off if stats else 0,
-            "exact": outputs == reference,
+            "exact": t["outputs"] == reference,
         }
         log(f"decode {name}: {results[name]['tok_per_s']:.2f} tok/s")
     plain = results["plain"]["tok_per_s"]
     for r in results.values():
         r["speedup"] = r["tok_per_s"] / plain if plain else None
     return results
+
+
+DIVERGENCE_PROMPTS = [q for q, _ in QUESTIONS[:3]]
+
+
+def _greedy(engine, config, text: str, n_tokens: int) -> list[int]:
+    from headstart.llm.sampling import Sampling
+    from headstart.llm.stream import with_system_prompt
+
+    engine.reset()
+    prompt = engine.render_prompt(with_system_prompt([{"role": "user", "content": text}], config.system_prompt))
+    return list(engine.generate(prompt, n_tokens, Sampling()))
+
+
+def first_divergence(reference: list[int], other: list[int]) -> int | None:
+    """Index of the first token where two greedy outputs differ (a length difference counts at the
+    shorter one's end), or None when they are equal."""
+    for i, (a, b) in enumerate(zip(reference, other)):
+        if a != b:
+            return i
+    return None if len(reference) == len(other) else min(len(reference), len(other))
+
+
+def _divergence(engine, config, threads, n_tokens: int, log) -> dict:
+    """Greedy outputs of the model in bfloat16 (and of `engine` when it is quantised) against float32,
+    on DIVERGENCE_PROMPTS: per prompt, the first divergent token index or None. Exactness is defined
+    in float32 (bf16 kernels may reorder sums); this reports how often and where the others depart."""
+    from dataclasses import replace
+
+    from headstart.llm.engine import LLMEngine
+
+    t0 = time.perf_counter()
+    reference_engine = LLMEngine.from_config(replace(config, dtype="float32", quantize="none"), threads)
+    reference = [_greedy(reference_engine, config, text, n_tokens) for text in DIVERGENCE_PROMPTS]
+    del reference_engine
+    variants = {"bf16": None}
+    if engine.quantize is not None:
+        variants[engine.quantize] = engine
+    out: dict[str, dict] = {}
+    for name, variant in variants.items():
+        start = time.perf_counter()
+        if variant is None:
+            log("divergence: loading bfloat16 ...")
+            variant = LLMEngine.from_config(replace(config, dtype="bfloat16", quantize="none"), threads)
+        rows = []
+        for text, ref in zip(DIVERGENCE_PROMPTS, reference):
+            got = _greedy(variant, config, text, n_tokens)
+            rows.append({"prompt": text, "first_divergence": first_divergence(ref, got),
+                         "tokens": len(ref), "text": variant.tokenizer.decode(got, skip_special_tokens=True)})
+        out[name] = {"prompts": rows, "diverged": sum(r["first_divergence"] is not None for r in rows),
+                     "total": len(rows), "seconds": round(time.perf_counter() - start, 1)}
+        log(f"divergence {name}: {out[name]['diverged']}/{len(rows)} prompts diverge from float32")
+    out["seconds_total"] = round(time.perf_counter() - t0, 1)
+    return out
 
 
 def _quality(engine, config) -> dict:
@@ -223,8 +284,9 @@ def run_from_args(args: argparse.Namespace) -> int:
         if not args.json:
             print(message, file=sys.stderr, flush=True)
 
-    if args.threads < 1 or args.decode_tokens < 2 or args.repeats < 1:
-        print("error: --threads and --repeats must be >= 1, --decode-tokens >= 2", file=sys.stderr)
+    if args.threads < 1 or args.decode_tokens < 2 or args.repeats < 1 or args.divergence_tokens < 1:
+        print("error: --threads, --repeats and --divergence-tokens must be >= 1, --decode-tokens >= 2",
+              file=sys.stderr)
         return 2
     threads = ThreadPlan(torch_threads=args.threads)
     config = LLMConfig(model=args.model, dtype=args.dtype, max_new_tokens=60, quantize=args.quantize)
@@ -251,9 +313,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         draft.warm_up()
     log("TTFT ...")
     ttft = _ttft(engine, config, args.repeats, log)
+    lookup = PromptLookupDrafter()
     methods: dict = {
         "plain": None,
-        "prompt_lookup": Decoder(engine, PromptLookupDrafter(), args.speculate_k or 4, DraftingPolicy()),
+        "prompt_lookup": Decoder(engine, lookup, args.speculate_k or 4, DraftingPolicy.for_drafter(lookup)),
     }
     if draft is not None:
         methods["draft_model"] = Decoder(engine, DraftModelDrafter(draft, engine), args.speculate_k or 3,
@@ -269,6 +332,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     if not args.no_quality:
         log("quality ...")
         quality = _quality(engine, config)
+
+    divergence = None
+    if args.divergence:
+        log("divergence ...")
+        divergence = _divergence(engine, config, threads, args.divergence_tokens, log)
 
     cold = ttft["ttft_cold_s"]
     result = {
@@ -300,6 +368,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         result["self_speculative"] = {"exit_layer": self_drafter.exit_layer, "acceptance_rate": _round(ss["acceptance_rate"]),
                                       "mean_accepted": _round(ss["mean_accepted"]), "speedup": _round(ss["speedup"]),
                                       "exact": ss["exact"]}
+    if divergence is not None:
+        result["bf16_divergence"] = [r["first_divergence"] for r in divergence["bf16"]["prompts"]]
+        if engine.quantize is not None:
+            result[f"{engine.quantize}_divergence"] = [r["first_divergence"] for r in divergence[engine.quantize]["prompts"]]
+        result["divergence"] = divergence
     if not args.json:
         _print_table(result, decode, quality)
     print(json.dumps(result))
@@ -321,12 +394,20 @@ def _print_table(result: dict, decode: dict, quality: dict | None) -> None:
     for name, key in (("cold prefill", "ttft_cold_s"), ("incremental prefill", "ttft_incremental_s"),
                       ("preemptive hit", "ttft_preemptive_s")):
         print(f"{name:<28}{result[key]:>10.4f}{result[key] / cold:>10.1%}")
-    print(f"\n{'decode':<16}{'tok/s':>8}{'speedup':>9}{'accept':>8}{'mean acc':>10}{'exact':>7}{'off':>5}")
+    target = result["quantize"] or "fp32"
+    print(f"\n{'decode':<16}{'tok/s':>8}{'speedup':>9}{'accept':>8}{'mean acc':>10}{'exact':>7}{'off':>5}"
+          f"  quantisation")
     for name, r in decode.items():
         acc = "" if r["acceptance_rate"] is None else f"{r['acceptance_rate']:.0%}"
         mean = "" if r["mean_accepted"] is None else f"{r['mean_accepted']:.2f}"
+        quant = f"target {target}" + (f", drafter {result['draft_quantize'] or 'fp32'}" if name == "draft_model" else "")
         print(f"{name:<16}{r['tok_per_s']:>8.2f}{r['speedup']:>8.2f}x{acc:>8}{mean:>10}{str(r['exact']):>7}"
-              f"{r['switched_off']:>5}")
+              f"{r['switched_off']:>5}  {quant}")
+    for name, d in (result.get("divergence") or {}).items():
+        if isinstance(d, dict):
+            where = ", ".join("none" if r["first_divergence"] is None else f"token {r['first_divergence']}"
+                              for r in d["prompts"])
+            print(f"\n{name} vs float32 greedy: {d['diverged']}/{d['total']} prompts diverge ({where}); {d['seconds']} s")
     if quality:
         print(f"\nanswer quality: {quality['right']}/{quality['total']}")
         for a in quality["answers"]:

@@ -142,11 +142,20 @@ class DraftingPolicy:
     steps (draft + verify time / tokens yielded). Drafting starts only once a plain step has been
     timed, and is switched off when, after `min_spec_steps` steps, it yields fewer tokens per second
     than plain decoding times `margin`; after `probe_after_tokens` plain tokens it is tried again
-    (the wait doubles each time, so a pair that never pays costs almost nothing).
+    (the wait doubles each time, so a pair that never pays costs almost nothing). With
+    `zero_accept_steps` set, drafting is also switched off as soon as that many speculative steps in a
+    row accepted no draft token at all: such a step yields one token for more than a decode step's
+    work, whatever the timings say (timings on a loaded machine are noisy; a count is not). For a
+    drafter whose proposals are all-or-nothing (prompt lookup: either the reply repeats the
+    conversation or it does not) this decides after 2 steps instead of 4; see `for_drafter`.
     """
 
     def __init__(self, min_spec_steps: int = 4, margin: float = 1.02, probe_after_tokens: int = 32,
-                 smoothing: float = 0.3) -> None:
+                 smoothing: float = 0.3, zero_accept_steps: int | None = None) -> None:
+        if zero_accept_steps is not None and zero_accept_steps < 1:
+            raise ValueError(f"zero_accept_steps must be >= 1 or None, got {zero_accept_steps}")
+        self.zero_accept_steps = zero_accept_steps
+        self._zero_run = 0
         self.min_spec_steps = min_spec_steps
         self.margin = margin
         self.smoothing = smoothing
@@ -157,6 +166,15 @@ class DraftingPolicy:
         self._spec_steps = 0
         self._off_tokens = 0
         self.enabled = True
+
+    @classmethod
+    def for_drafter(cls, drafter: Drafter | None) -> DraftingPolicy:
+        """The default policy for a drafter: prompt lookup (free proposals, all-or-nothing acceptance)
+        is switched off after 2 fruitless verify steps; model drafters keep the timing rule alone
+        (their acceptance varies step to step)."""
+        if drafter is not None and getattr(drafter, "name", None) == PromptLookupDrafter.name:
+            return cls(zero_accept_steps=2)
+        return cls()
 
     def _ema(self, old: float | None, new: float) -> float:
         return new if old is None else old + self.smoothing * (new - old)
@@ -172,12 +190,15 @@ class DraftingPolicy:
                 self.enabled = True
                 self.spec_s_per_token = None
                 self._spec_steps = 0
+                self._zero_run = 0
 
     def record_spec(self, seconds: float, num_tokens: int) -> bool:
         """Record one speculative step; returns True when this switched drafting off."""
         self.spec_s_per_token = self._ema(self.spec_s_per_token, seconds / max(1, num_tokens))
         self._spec_steps += 1
-        if self._spec_steps >= self.min_spec_steps and self.plain_s_per_token is not None \
+        self._zero_run = self._zero_run + 1 if num_tokens <= 1 else 0
+        fruitless = self.zero_accept_steps is not None and self._zero_run >= self.zero_accept_steps
+        if fruitless or self._spec_steps >= self.min_spec_steps and self.plain_s_per_token is not None \
                 and self.spec_s_per_token * self.margin > self.plain_s_per_token:
             self.enabled = False
             self._off_tokens = 0
@@ -239,7 +260,7 @@ class Decoder:
         self.engine = engine
         self.drafter = drafter
         self.speculate_k = speculate_k
-        self.policy = policy if policy is not None else DraftingPolicy()
+        self.policy = policy if policy is not None else DraftingPolicy.for_drafter(drafter)
         self.stats = SpeculationStats()
         self._timer = timer
 
