@@ -181,3 +181,32 @@ def test_partial_layer_drafting_refuses_a_quantised_model_clearly(engine):
 
     with pytest.raises(ValueError, match="quantize='none'"):
         LayerStack(engine.model)
+
+
+@pytest.mark.parametrize("kind", ["llama", "qwen2", "gemma3"])
+def test_rowwise_attention_only_where_attention_is_full_and_then_exact(kind):
+    """Tiny random-init models: Llama and Qwen2 (full attention) switch to row-wise attention and
+    their int8 verify rows equal decode steps bit for bit; Gemma3 (sliding-window layers) keeps SDPA."""
+    from test_llm_speculative import _tiny
+
+    from headstart.llm.int8 import enable_rowwise_attention
+
+    engine = _tiny(kind)
+    quantize_model(engine.model)
+    switched = enable_rowwise_attention(engine.model)
+    assert switched == (kind != "gemma3")
+    if not switched:
+        return
+    engine = LLMEngine(engine.model, engine.tokenizer, engine.config)
+    assert engine.quantize == "int8"
+    prompt = [1, 5, 9, 2, 7, 3]
+    logits = engine.prefill(prompt)
+    steps, tokens = [], []
+    for _ in range(5):
+        tokens.append(int(logits.argmax()))
+        logits = engine.decode(tokens[-1])
+        steps.append(logits)
+    engine.crop(len(prompt))
+    rows = engine.verify(tokens)
+    for i in range(5):
+        assert torch.equal(rows[i], steps[i])
