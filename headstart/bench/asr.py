@@ -109,6 +109,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
     parser.add_argument("--no-pauses", action="store_true", help="skip the pause set (no false cut-off rate)")
+    parser.add_argument("--pauses-only", action="store_true", help="only the pause set (the false cut-off rate)")
     parser.add_argument("--timing", choices=("wall", "cpu"), default="wall",
                         help="cost of each ASR pass and EOU call: wall = wall time (the machine as it is, shared load "
                              "included); cpu = process CPU time, one job at a time (an otherwise idle core)")
@@ -475,7 +476,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     pause_scores: list[float] = []
     asr_compute = audio_s = 0.0
     eou_costs: list[float] = []
-    for n, item in enumerate(items, 1):
+    for n, item in enumerate([] if getattr(args, "pauses_only", False) else items, 1):
         audio = np.concatenate([item.audio, room_noise(item.audio, item.speech_start_s, TAIL_S, noise_rng)])
         res = asyncio.run(_stream(audio, asr, config, scorer_parts, timing))
         pairs.append((item.text, res.final_text))
@@ -523,7 +524,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
 
     return {
         "bench": "asr",
-        "wer": r(corpus_word_error_rate(pairs)),
+        "wer": r(corpus_word_error_rate(pairs)) if pairs else None,
         "partial_p50_s": r(_percentile(partial_lat, 50)),
         "partial_p90_s": r(_percentile(partial_lat, 90)),
         "final_delay_p50_s": r(_percentile(final_delays, 50)),
