@@ -59,9 +59,15 @@ def held_with_audio(session) -> bool:
 
 def test_preemptive_hit_is_released_at_the_end_of_turn(components):
     rec = data.default_recording()
+    # The turn must stay open (in audio time) until a reply is held with audio: without the EOU signal
+    # the endpointer waits its fixed 1.8 s, and the punctuation rule starts the held reply. (With the
+    # EOU head a confident score ends the turn as soon as the final comes, before the held reply has
+    # audio: a hit too, but not the one this test pins.)
+    no_eou = replace(components, config=replace(components.config,
+                                                session=replace(components.config.session, eou="none")))
 
     async def main():
-        server = await serve(components)
+        server = await serve(no_eou)
         try:
             client = await open_client(server)
             (connection,) = server.connections
