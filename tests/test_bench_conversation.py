@@ -18,6 +18,7 @@ from headstart.bench.conversation_metrics import (
     bargein_figures,
     capacity,
     is_cutoff,
+    playback_gaps,
     reply_silent_at,
     stats,
     summarize_config,
@@ -53,6 +54,26 @@ def scripted_turn() -> TurnRecord:
                                 "preemptive": "hit"}),
     ]
     return r
+
+
+def test_playback_gaps_are_underruns_of_the_clients_buffer():
+    """The reply's audio at 16 kHz: 0.4 s at t=1.0 runs dry at 1.4; the next frame at 2.0 is a 0.6 s
+    gap; frames that arrive before the buffer runs out, and jitter under 40 ms, are none."""
+    sec = lambda s: {"bytes": int(s * 16000) * 2, "reply_id": "r1"}  # noqa: E731
+    r = TurnRecord("q", "question", speech_end_at_s=0.5)
+    r.events = [(1.0, "reply.audio.start", {"type": "reply.audio.start", "reply_id": "r1", "sample_rate": 16000}),
+                (1.0, "audio", sec(0.4)), (2.0, "audio", sec(0.2)), (2.1, "audio", sec(0.2)),
+                (2.42, "audio", sec(0.2))]  # dry at 2.4: a 20 ms stutter is jitter
+    gaps = playback_gaps(r)
+    assert gaps["gaps"] == 1 and gaps["gap_s"] == pytest.approx(0.6) and gaps["max_gap_s"] == pytest.approx(0.6)
+    assert turn_figures(r)["gaps"] == 1
+    # a barge-in pauses and flushes: what follows is not an underrun
+    r.events += [(2.5, "reply.paused", {"reply_id": "r1"}), (3.5, "audio", sec(0.2))]
+    assert playback_gaps(r)["gaps"] == 1
+    # no reply audio: no figure
+    assert playback_gaps(TurnRecord("q", "question"))["gaps"] is None
+    summary = summarize_config([turn_figures(r), turn_figures(TurnRecord("p", "plain"))], [], [])
+    assert summary["underrun_rate"] == 1.0 and summary["underrun_s_max"] == pytest.approx(0.6)
 
 
 def test_turn_figures_from_a_scripted_log():

@@ -63,6 +63,7 @@ from headstart.bench.conversation_metrics import (
     V2V_CAPACITY_P90_S,
     bargein_figures,
     capacity,
+    fraction,
     is_cutoff,
     percentile,
     stats,
@@ -303,6 +304,10 @@ def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, d
     table.add_row("barge-in → silent p50 (ms)", *(
         "-" if summaries[n]["bargein_stop_p50_s"] is None else f"{summaries[n]['bargein_stop_p50_s'] * 1000:.0f}"
         for n in figures_by_config))
+    table.add_row("playback underruns", *(
+        "-" if summaries[n]["underrun_rate"] is None
+        else f"{pct(summaries[n]['underrun_rate'])}, max {summaries[n]['underrun_s_max'] * 1000:.0f} ms"
+        for n in figures_by_config))
     table.add_row("preemptive hits / misses", *(f"{summaries[n]['preemptive_hits']} / {summaries[n]['preemptive_misses']}"
                                                 for n in figures_by_config))
     table.add_row("WER", *(pct(summaries[n]["wer"]) for n in figures_by_config))
@@ -339,6 +344,9 @@ def summarize(runs: dict[str, ConfigRun]) -> tuple[dict[str, dict], dict[str, li
             by_n = {n: [turn_figures(r)["v2v_s"] for r in recs] for n, recs in run.concurrent.items()}
             summary["concurrent_v2v_p90_s"] = {str(n): _round(percentile(v, 90)) for n, v in by_n.items()}
             summary["capacity_sessions"] = capacity(by_n, V2V_CAPACITY_P90_S)
+            gaps = {n: [turn_figures(r) for r in recs] for n, recs in run.concurrent.items()}
+            summary["concurrent_underrun_rate"] = {
+                str(n): _round(fraction(f["gaps"] > 0 for f in fs if f["gaps"] is not None)) for n, fs in gaps.items()}
         summary["eou_probability_seen"] = any(f["eou_probability"] is not None for f in qa)
         if run.errors:
             summary["errors"] = run.errors

@@ -8,7 +8,8 @@ Per turn (seconds, all on the client clock, from the true end of the user's spee
   v2v_s          -> the first reply audio byte received (voice-to-voice)
 and from the server's `metrics.turn`: ttft_s (LLM asked -> first token), tpot_s (time per output
 token), tts_ttfa_s (first text to the synthesiser -> its first audio), reply_tokens, reply_audio_s,
-preemptive ("hit" / "miss" / "none"); wer of the turn's transcript against the reference.
+preemptive ("hit" / "miss" / "none"); wer of the turn's transcript against the reference;
+playback gaps (`playback_gaps`): underruns of the client's playback buffer once the reply's audio began.
 
 Pause set: a turn is cut off when the first `turn.end` falls (by its `audio_ms`, a stream position)
 before the inserted pause is over. Barge-in: from the send time of the barge-in utterance's first
@@ -26,6 +27,7 @@ import numpy as np
 from headstart.bench.conversation_client import Player, TurnRecord, replay
 
 FRAME_S = 0.02
+GAP_MIN_S = 0.04  # a playback gap shorter than two frames is delivery jitter, not an underrun
 V2V_CAPACITY_P90_S = 1.0  # a session count is served when its p90 voice-to-voice stays under this
 STAGES = ("partial_s", "eou_s", "final_s", "first_token_s", "v2v_s")
 TABLE_METRICS = ("v2v_s", "eou_s", "partial_s", "final_s", "first_token_s", "ttft_s", "tpot_s", "tts_ttfa_s",
@@ -87,8 +89,35 @@ def turn_figures(record: TurnRecord) -> dict:
         "wer": word_error_rate(record.reference, transcript) if record.reference else None,
         "reply": t_token is not None or metrics is not None,
         "timed_out": record.timed_out,
+        **playback_gaps(record),
     }
     return out
+
+
+def playback_gaps(record: TurnRecord, min_gap_s: float = GAP_MIN_S) -> dict:
+    """Underruns of the client's playback buffer in the turn's first reply: the events replayed on the
+    client's `Player` from the reply's first audio; a gap is a stretch where the buffer ran dry while
+    more audio of the reply was still to come (its next frame arrived later), at least `min_gap_s`
+    long (shorter ones are delivery jitter a client's jitter buffer absorbs). Gaps after a pause or a
+    flush (barge-in) are not counted. Returns {"gaps": count or None (no reply audio), "gap_s": total
+    seconds, "max_gap_s"}."""
+    player = Player()
+    rid, count, total, longest = None, 0, 0.0, 0.0
+    for t, kind, payload in sorted(record.events, key=lambda e: e[0]):
+        if kind == "reply.audio.start" and rid is None:
+            rid = payload.get("reply_id")
+        elif rid is None or payload.get("reply_id") != rid:
+            continue
+        if kind in ("reply.paused", "reply.interrupted"):
+            break
+        if kind == "audio" and player.reply_id == rid:
+            dry = player.dry_at()
+            if dry is not None and t - dry >= min_gap_s:
+                count, total, longest = count + 1, total + (t - dry), max(longest, t - dry)
+        replay(player, kind, payload, t)
+    if rid is None:
+        return {"gaps": None, "gap_s": None, "max_gap_s": None}
+    return {"gaps": count, "gap_s": total, "max_gap_s": longest}
 
 
 def is_cutoff(record: TurnRecord) -> bool | None:
@@ -144,6 +173,12 @@ def bargein_figures(record: TurnRecord) -> dict | None:
     }
 
 
+def fraction(flags: Iterable[bool]) -> float | None:
+    """The share of True among `flags` (None when there are none)."""
+    xs = list(flags)
+    return sum(xs) / len(xs) if xs else None
+
+
 def percentile(values: Iterable[float | None], q: float) -> float | None:
     xs = [float(v) for v in values if v is not None and math.isfinite(float(v))]
     return float(np.percentile(np.asarray(xs), q)) if xs else None
@@ -193,6 +228,10 @@ def summarize_config(qa: list[dict], cutoffs: list[bool], bargeins: list[dict]) 
         "replies": len(replied),
         "pause_items": len(cutoffs),
         "bargeins": len(bargeins),
+        # replies whose playback ran dry before their audio was over, and the gaps' total p50 / max
+        "underrun_rate": r(fraction(f["gaps"] > 0 for f in qa if f["gaps"] is not None)),
+        "underrun_s_p50": r(percentile([f["gap_s"] for f in qa], 50)),
+        "underrun_s_max": r(max((f["gap_s"] for f in qa if f["gap_s"] is not None), default=None)),
     }
     for key in TABLE_METRICS:
         s = stats(f[key] for f in qa)
