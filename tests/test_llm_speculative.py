@@ -348,3 +348,14 @@ def test_a_draft_model_with_another_tokenizer_is_refused():
     other.tokenizer = OtherTokenizer()
     with pytest.raises(ValueError, match="tokenizer"):
         DraftModelDrafter(other, engine)
+
+
+def test_priming_the_draft_model_changes_no_proposal():
+    target, draft = _tiny("llama"), _tiny("llama", seed=1)
+    primed = DraftModelDrafter(draft, target)
+    context = PROMPT + [3]
+    primed.prime(PROMPT)
+    assert draft.tokens == tuple(PROMPT)
+    got = primed.propose(context, 3)
+    fresh = _tiny("llama", seed=1)
+    assert got == DraftModelDrafter(fresh, target).propose(context, 3)

@@ -155,21 +155,30 @@ def _ttft(engine, config, repeats: int, log) -> dict[str, float]:
 
 def _decode(engine, config, methods: dict, n_tokens: int, log) -> dict[str, dict]:
     """Decode tok/s per method. The methods take turns prompt by prompt (plain, then each drafter, on
-    the same prompt), so load changes on a shared machine hit them alike and the ratios hold."""
+    the same prompt; the order reversed every other prompt, ABBA), so load changes on a shared machine
+    hit them alike and the ratios hold."""
     from headstart.llm.sampling import Sampling
     from headstart.llm.stream import with_system_prompt
 
     prompts = [engine.render_prompt(with_system_prompt([*CONVERSATION, {"role": "user", "content": text}],
                                                        config.system_prompt))
                for text in DECODE_PROMPTS]
-    totals = {name: {"tokens": 0, "seconds": 0.0, "outputs": []} for name in methods}
-    for prompt in prompts:
-        for name, decoder in methods.items():
+    totals = {name: {"tokens": 0, "seconds": 0.0, "outputs": [], "prime_s": []} for name in methods}
+    for i, prompt in enumerate(prompts):
+        order = list(methods.items())
+        for name, decoder in order if i % 2 == 0 else order[::-1]:
             engine.reset()
             if decoder is not None and decoder.drafter is not None:
                 decoder.drafter.reset()
             gen = (decoder or engine).generate(prompt, n_tokens, Sampling())
             first = next(gen)  # TTFT is measured elsewhere: time the decode steps only
+            prime = getattr(decoder.drafter, "prime", None) if decoder is not None else None
+            if prime is not None:
+                # A draft model's own prompt prefill is setup, like the target's (excluded from decode
+                # tok/s, reported as draft_prefill_s): otherwise it lands on the first decode step.
+                t0 = time.perf_counter()
+                prime(prompt)
+                totals[name]["prime_s"].append(time.perf_counter() - t0)
             t0 = time.perf_counter()
             rest = list(gen)
             totals[name]["seconds"] += time.perf_counter() - t0
@@ -186,6 +195,7 @@ def _decode(engine, config, methods: dict, n_tokens: int, log) -> dict[str, dict
             "mean_accepted": stats.mean_accepted if stats else None,
             "switched_off": stats.times_switched_off if stats else 0,
             "exact": t["outputs"] == reference,
+            "prime_s": statistics.median(t["prime_s"]) if t["prime_s"] else None,
         }
         log(f"decode {name}: {results[name]['tok_per_s']:.2f} tok/s")
     plain = results["plain"]["tok_per_s"]
@@ -361,6 +371,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         "speedup": {k: _round(v["speedup"]) for k, v in decode.items() if k != "plain"},
         "exact": {k: v["exact"] for k, v in decode.items() if k != "plain"},
         "switched_off": {k: v["switched_off"] for k, v in decode.items() if k != "plain"},
+        "draft_prefill_s": {k: round(v["prime_s"], 3) for k, v in decode.items() if v["prime_s"] is not None},
         "quality_score": quality["score"] if quality else None,
     }
     if "self_speculative" in decode:  # early-exit rows: `headstart bench partial`
@@ -403,6 +414,8 @@ def _print_table(result: dict, decode: dict, quality: dict | None) -> None:
         quant = f"target {target}" + (f", drafter {result['draft_quantize'] or 'fp32'}" if name == "draft_model" else "")
         print(f"{name:<16}{r['tok_per_s']:>8.2f}{r['speedup']:>8.2f}x{acc:>8}{mean:>10}{str(r['exact']):>7}"
               f"{r['switched_off']:>5}  {quant}")
+    for name, seconds in (result.get("draft_prefill_s") or {}).items():
+        print(f"{name}: the drafter's own prompt prefill {seconds:.2f} s per reply (median; not in tok/s)")
     for name, d in (result.get("divergence") or {}).items():
         if isinstance(d, dict):
             where = ", ".join("none" if r["first_divergence"] is None else f"token {r['first_divergence']}"

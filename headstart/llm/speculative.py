@@ -108,6 +108,11 @@ class DraftModelDrafter:
                 return out
             logits = self.draft.decode(token)
 
+    def prime(self, context: Sequence[int]) -> None:
+        """Prefill the draft model's cache with `context` (the prompt) ahead of the first proposal, so
+        that proposal computes only the reply tokens; e.g. between replies or while the user speaks."""
+        self.draft.sync_to(context)
+
     def reset(self) -> None:
         self.draft.reset()
 
