@@ -147,7 +147,8 @@ class LLMConfig:
     # The drafter's own quantisation ("int8", None, or "auto": int8 where the drafter runs in float32 on
     # CPU). Drafts are only proposals (the target verifies every token), so a lossy, cheaper drafter
     # keeps the output exact and moves the break-even (`headstart bench llm --model qwen2.5-coder-1.5b`
-    # on a loaded machine: 1.24x plain with the int8 0.5b drafter; the fp32 one was not re-run here).
+    # on a loaded machine: 1.24x plain with the int8 0.5b drafter for an fp32 target; 1.17x (k=3) and
+    # 0.89x (k=4) for the int8 target, the drafter's prompt prefill excluded: docs/llm.md).
     draft_quantize: str | None = "auto"
     speculate_k: int = 4
     # Preemptive reply: at most this many tokens are generated and held before end of turn.
