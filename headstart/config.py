@@ -103,6 +103,9 @@ class EndpointConfig:
     # off once the final's score comes ~0.6 s after the speech, 3.2 % with the head's (docs/listening.md)
     eou_low: float = 0.15
     eou_high: float = 0.75
+    # "trained": a session with the trained head uses the head's own calibrated thresholds in place of
+    # eou_low/eou_high (EOUHeadWeights.thresholds; a head without them keeps these); "config": these
+    head_thresholds: str = "trained"
     # thresholds for the raw end-of-turn token probability on text without trailing punctuation: on
     # the bench set SmolLM2-135M gives complete sentences a median of 1e-4 and the same cut in half 1.6e-8
     token_eou_low: float = 1e-7
@@ -204,6 +207,11 @@ class SessionConfig:
     # (1e-7..1e-4: 5.6e-7) on the bench set, qwen2.5-coder-0.5b: ~78 % of complete sentences and ~25 % of
     # the same cut in half reach it (a miss costs only LLM time).
     preempt_eou_threshold: float | None = None
+    # the default for the trained head (a calibrated probability) when preempt_eou_threshold is None. Its
+    # end-of-turn thresholds sit near 0.8 (few cut-offs), but a held reply should start well before the
+    # endpointer is sure: on 28 texts (the harness's questions, bench recordings, cut questions) the
+    # qwen2.5-coder-0.5b head gives complete ones 0.13-0.997 and cut ones 0.005-0.025
+    preempt_head_threshold: float | None = 0.1
     # the end-of-utterance signal the session computes (Components.eou_model) for endpointing and the
     # head start: "auto" (EndpointConfig.eou_scorer, falling back from "head" to "token" when this LLM
     # has no trained head), "head", "token" (alias "llm": the chat model's end-of-turn token) or "none"

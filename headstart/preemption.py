@@ -71,13 +71,16 @@ class HeadStartStats:
 
 
 def preempt_threshold(config: SessionConfig, endpoint: EndpointConfig) -> float:
-    """The EOU probability from which a held reply starts: `config.preempt_eou_threshold`, or (None) a
-    quarter of the way from the endpointer's low to its high threshold for its `eou_scorer`
+    """The EOU probability from which a held reply starts: `config.preempt_eou_threshold` when set;
+    else for the trained head (`endpoint.eou_scorer == "head"`) `config.preempt_head_threshold`; else
+    a quarter of the way from the endpointer's low to its high threshold for its `eou_scorer`
     (`headstart.voice.endpoint.eou_thresholds`) on a log scale."""
     from headstart.voice.endpoint import eou_thresholds
 
     if config.preempt_eou_threshold is not None:
         return float(config.preempt_eou_threshold)
+    if endpoint.eou_scorer == "head" and config.preempt_head_threshold is not None:
+        return float(config.preempt_head_threshold)
     low, high = (max(x, 1e-12) for x in eou_thresholds(endpoint))
     return math.exp(math.log(low) + 0.25 * (math.log(high) - math.log(low)))
 

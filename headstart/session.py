@@ -225,8 +225,9 @@ class Session:
         return future
 
     def _eou_at_speech_end(self) -> None:
-        """The user went silent: estimate the latest partial now, for the endpointer (which then needs
-        less silence when it reads complete) and the head start (which may preempt on it)."""
+        """The user went silent: estimate the latest partial now, for the head start (which may preempt
+        on it; the endpointer waits for the final transcript's own score, which is this one when the
+        texts agree: the estimates are shared by text)."""
         text = self.head_start.latest_text
         if self._eou_model is None or self._eou_scorer != self._llm_eou or not text.strip():
             return
@@ -243,9 +244,9 @@ class Session:
                 return
             if not same_text(text, self.head_start.latest_text):
                 return  # a newer text (a later partial or the final) is being scored by the listener
+            # for the head start only: this partial was heard before the speech ended, so the
+            # endpointer waits for the final's own score (a stale score could end a turn mid-sentence)
             self._head(self.head_start.eou(text, probability))
-            if self._config.endpoint.semantic:
-                listener.set_eou_probability(probability)
 
         future.add_done_callback(done)
 
@@ -924,7 +925,13 @@ def resolve_eou(components, config) -> tuple[object | None, object]:
     for candidate in kinds:
         model = get(candidate)
         if model is not None:
-            return model, replace(endpoint, eou_scorer=candidate)
+            endpoint = replace(endpoint, eou_scorer=candidate)
+            trained = getattr(getattr(model, "weights", None), "thresholds", None)
+            if candidate == "head" and endpoint.head_thresholds == "trained" and trained is not None:
+                # the head's own calibration (docs/listening.md: 3.2 % false cut-offs on bench asr's
+                # pause set against 13.8 % with the generic 0.15/0.75, once the final's score comes fast)
+                endpoint = replace(endpoint, eou_low=float(trained[0]), eou_high=float(trained[1]))
+            return model, endpoint
     return None, endpoint
 
 

@@ -1,6 +1,6 @@
 """The session's EOU wiring on scripted listener events with a recording EOU model (no real model):
 estimates only while the user is silent, on the llm executor, shared per text; the speech end asks for
-the latest partial and feeds the endpointer and the head start; stale and low-priority jobs give way."""
+the latest partial and feeds the head start (the endpointer waits for the final's score); stale and low-priority jobs give way."""
 
 from __future__ import annotations
 
@@ -54,7 +54,7 @@ async def drain(session) -> None:
     await asyncio.sleep(0)  # the done callbacks
 
 
-def test_speech_end_scores_the_latest_partial_and_feeds_endpointer_and_head_start(monkeypatch):
+def test_speech_end_scores_the_latest_partial_for_the_head_start_only(monkeypatch):
     model = RecordingEOU(0.6)  # the trained head's scale (EndpointConfig.eou_low/high): reads complete
     Session, components = make(monkeypatch, model)
 
@@ -68,7 +68,9 @@ def test_speech_end_scores_the_latest_partial_and_feeds_endpointer_and_head_star
         assert session._held is None
         await drain(session)
         assert model.calls == ["turn on the lights"]
-        assert session._listener.pushed == [0.6]
+        # not for the endpointer: the partial was heard before the speech ended (a stale score could
+        # end a turn mid-sentence); it waits for the final's own score, shared below when texts agree
+        assert session._listener.pushed == []
         assert session._held is not None and session._held.hypothesis == "turn on the lights"
         # the listener asking for the same text (its final) gets the shared estimate, no second call
         assert await session._score_eou("turn on the  lights") == 0.6 and len(model.calls) == 1
@@ -231,3 +233,32 @@ def test_the_final_is_estimated_before_a_held_reply_on_it(monkeypatch):
         asyncio.run(main())
     finally:
         components.close()
+
+
+def test_the_trained_head_brings_its_calibrated_thresholds(monkeypatch):
+    """resolve_eou: a head that carries thresholds calibrated at training (EOUHeadWeights.thresholds)
+    sets the endpointer's eou_low/eou_high, unless EndpointConfig.head_thresholds is "config"; the
+    token scorer and a head without them keep the configured ones."""
+    from types import SimpleNamespace
+
+    from headstart.session import resolve_eou
+
+    head = RecordingEOU(0.5)
+    head.weights = SimpleNamespace(thresholds=(0.805, 0.825))
+    _, components = make(monkeypatch, head, kinds=("head",))
+    model, endpoint = resolve_eou(components, components.config)
+    assert model is head and (endpoint.eou_scorer, endpoint.eou_low, endpoint.eou_high) == ("head", 0.805, 0.825)
+    own = replace(components.config, endpoint=replace(components.config.endpoint, head_thresholds="config"))
+    _, endpoint = resolve_eou(components, own)
+    assert (endpoint.eou_low, endpoint.eou_high) == (0.15, 0.75)
+    head.weights = SimpleNamespace(thresholds=None)
+    _, endpoint = resolve_eou(components, components.config)
+    assert (endpoint.eou_low, endpoint.eou_high) == (0.15, 0.75)
+    components.close()
+    import pytest
+
+    from headstart.config import EndpointConfig
+    from headstart.voice.endpoint import Endpointer
+
+    with pytest.raises(ValueError, match="head_thresholds"):
+        Endpointer(EndpointConfig(head_thresholds="calibrated"))

@@ -167,13 +167,17 @@ def test_the_default_threshold_follows_the_endpointer_scale():
     from headstart.config import EndpointConfig
     from headstart.preemption import preempt_threshold
 
-    token = preempt_threshold(SessionConfig(), EndpointConfig(eou_low=1e-7, eou_high=1e-4))
+    token = preempt_threshold(SessionConfig(), EndpointConfig(eou_scorer="token", token_eou_low=1e-7,
+                                                              token_eou_high=1e-4))
     assert token == pytest.approx(10 ** -6.25)
-    head = preempt_threshold(SessionConfig(), EndpointConfig(eou_low=0.1, eou_high=0.9))
+    # the trained head has its own default, well below its end-of-turn thresholds
+    assert preempt_threshold(SessionConfig(), EndpointConfig(eou_low=0.805, eou_high=0.825)) == 0.1
+    no_head_default = SessionConfig(preempt_head_threshold=None)
+    head = preempt_threshold(no_head_default, EndpointConfig(eou_low=0.1, eou_high=0.9))
     assert 0.1 < head < 0.9
     assert preempt_threshold(SessionConfig(preempt_eou_threshold=0.2), EndpointConfig()) == 0.2
     clock = FakeClock()
-    policy = PreemptionPolicy(clock, endpoint=EndpointConfig(eou_low=0.1, eou_high=0.9))
+    policy = PreemptionPolicy(clock, no_head_default, endpoint=EndpointConfig(eou_low=0.1, eou_high=0.9))
     user_says(policy, clock, "turn on the lights")
     assert policy.speech_ended() == []
     assert policy.eou("turn on the lights", 0.15) == []  # low on this scale

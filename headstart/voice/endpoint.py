@@ -62,11 +62,13 @@ class Endpointer:
 
     Raises:
         ValueError: on an inconsistent config (negative silences, min > max silence, thresholds not
-            0 < eou_low < eou_high <= 1, max_turn_s or max_wordless_s <= 0), on time going backwards or
+            0 < eou_low < eou_high <= 1, head_thresholds not 'trained'/'config', max_turn_s or max_wordless_s <= 0), on time going backwards or
             on a probability outside [0, 1] / NaN.
     """
 
     def __init__(self, config: EndpointConfig) -> None:
+        if config.head_thresholds not in ("trained", "config"):
+            raise ValueError(f"EndpointConfig.head_thresholds must be 'trained' or 'config', got {config.head_thresholds!r}")
         for name in ("silence_s", "min_silence_s", "max_silence_s"):
             if not getattr(config, name) >= 0:
                 raise ValueError(f"EndpointConfig.{name} must be >= 0, got {getattr(config, name)}")
