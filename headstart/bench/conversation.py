@@ -478,7 +478,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
                      "and its configuration is not known here")
     if simulate:
         notes.append(SIMULATED_LINE)
-    if summaries.get("headstart") and not summaries["headstart"]["eou_probability_seen"]:
+    if summaries.get("headstart") and summaries["headstart"]["turns"] and not summaries["headstart"]["eou_probability_seen"]:
         notes.append("no EOU probability reached the endpointer (no EOU scorer wired into the server's "
                      "sessions): semantic endpointing had no effect in this run")
     out = {

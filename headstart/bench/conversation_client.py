@@ -306,11 +306,15 @@ async def run_session(
                     record.timed_out = not ok and not _seen(record, "transcript.final")
                     break  # the rest of the session is no use: close it (cancels its reply)
                 if mode == "bargein":
+                    # `metrics.turn` only says all the reply's audio was *sent* (the server sends ahead of
+                    # playback): the barge-in goes in while the reply is still audible at the client
                     def playing_long_enough(r=record) -> bool:
-                        return conn.player.position(clock()) >= barge_after_s or bool(_seen(r, "metrics.turn"))
+                        if conn.player.position(clock()) >= barge_after_s:
+                            return True
+                        return bool(_seen(r, "metrics.turn")) and not conn.player.playing(clock())
 
                     ok = await idle_until(playing_long_enough, max_wait_s)
-                    if not ok or _seen(record, "metrics.turn") or barge is None:
+                    if not ok or not conn.player.playing(clock()) or barge is None:
                         record.timed_out = not ok
                         break
                     record.barge_name = barge.name
