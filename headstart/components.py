@@ -33,6 +33,10 @@ class Components:
     # LLM priority across sessions (see headstart/session.py): confirmed replies requested but not yet
     # started on the llm thread (EOU estimates queued before them give way), and the live sessions (a
     # confirmed reply drops the other sessions' held replies).
+    # the speculative decoder over `llm` (`LLMConfig.speculative`, llm/speculative.py `build_decoder`) that
+    # every session's replies use; None: plain decoding (or a remote engine). One per engine: its
+    # break-even policy learns across replies.
+    decoder: object | None = None
     confirmed_waiting: set = field(default_factory=set)
     sessions: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     _eou_models: dict = field(default_factory=dict, repr=False)
@@ -95,9 +99,14 @@ class Components:
             hf_logging.disable_progress_bar()  # our own "loading ..." lines say what happens
             llm = LLMEngine.load(llm_path, config.llm, threads)
             llm.warm_up()
+        decoder = None
+        if not remote and config.llm.speculative != "none":
+            from headstart.llm.speculative import build_decoder
+
+            decoder = build_decoder(llm, config.llm, threads)
         log(f"loading TTS {config.tts.engine}")
         tts = load_synthesizer(config.tts, threads)
-        return cls(config=config, asr=asr, llm=llm, tts=tts)
+        return cls(config=config, asr=asr, llm=llm, tts=tts, decoder=decoder)
 
     def close(self) -> None:
         for executor in (self.asr_executor, self.llm_executor, self.tts_executor):

@@ -143,9 +143,13 @@ class LLMConfig:
     # Spoken answers: after this many tokens the reply ends at the next sentence end (None: off);
     # max_new_tokens stays the hard limit.
     soft_max_tokens: int | None = 40
-    # Speculative decoding: "none", "prompt_lookup" or "draft_model" (draft_model names the drafter,
-    # a model with the same tokenizer). It switches itself off below break-even.
-    speculative: str = "none"
+    # Speculative decoding of every reply (exact: the same tokens as plain greedy): "none",
+    # "prompt_lookup" (drafts copied from the conversation; replies often repeat the user's words) or
+    # "draft_model" (draft_model names the drafter, a model with the same tokenizer; its own prompt is
+    # not primed while the user speaks yet). It switches itself off below break-even. Quiet machine,
+    # `headstart bench llm --model qwen2.5-coder-0.5b --no-quality --repeats 1 --decode-tokens 32`
+    # (int8): prompt lookup 9.07 vs plain 7.76 tok/s (1.17x), exact.
+    speculative: str = "prompt_lookup"
     draft_model: str | None = None
     # The drafter's own quantisation ("int8", None, or "auto": int8 where the drafter runs in float32 on
     # CPU). Drafts are only proposals (the target verifies every token), so a lossy, cheaper drafter

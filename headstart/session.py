@@ -533,10 +533,19 @@ class Session:
             c = self._components
             messages = self._messages()
             # a remote engine (headstart/llm/remote.py) opens its own LiveTurn-shaped turns
-            open_turn = getattr(c.llm, "live_turn", None) or (lambda *a, **k: LiveTurn(c.llm, *a, **k))
+            decoder = self._decoder()
+            open_turn = getattr(c.llm, "live_turn", None) or (
+                lambda *a, **k: LiveTurn(c.llm, *a, decoder=decoder, **k))
             self._live = open_turn(messages, self._config.llm, c.llm_executor, clock=self._clock)
             self._live_messages = messages
         return self._live
+
+    def _decoder(self):
+        """The process's speculative decoder (`Components.decoder`) when this session's config asks for
+        speculative decoding, else None (plain)."""
+        if self._config.llm.speculative == "none":
+            return None
+        return getattr(self._components, "decoder", None)
 
     def _prewarm(self) -> None:
         """While the agent is silent and before the user's words come: prefill the chat the next user
@@ -816,7 +825,9 @@ class Session:
         audio_task = asyncio.create_task(self._pump_audio(reply, tts), name=f"session-audio-{reply.id}")
         if reply.stream is None:
             # a remote engine (headstart/llm/remote.py) streams its own ReplyStream-shaped replies
-            open_reply = getattr(c.llm, "reply_stream", None) or (lambda *a, **k: ReplyStream(c.llm, *a, **k))
+            decoder = self._decoder()
+            open_reply = getattr(c.llm, "reply_stream", None) or (
+                lambda *a, **k: ReplyStream(c.llm, *a, decoder=decoder, **k))
             reply.stream = open_reply(self._messages(), self._config.llm, c.llm_executor, clock=self._clock)
         stream = reply.stream
         try:

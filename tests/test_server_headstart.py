@@ -84,7 +84,13 @@ def test_preemptive_hit_is_released_at_the_end_of_turn(components):
         finally:
             await server.close()
 
+    generated_before = components.decoder.stats.generated_tokens
     client, before = asyncio.run(main())
+    # the replies go through the process's speculative decoder (LLMConfig.speculative: prompt lookup)
+    from headstart.llm.speculative import PromptLookupDrafter
+
+    assert isinstance(components.decoder.drafter, PromptLookupDrafter)
+    assert components.decoder.stats.generated_tokens > generated_before
     held_kinds = [item for item in before if item[0] == "audio" or item[1].startswith("reply.")]
     assert held_kinds == [], f"a held reply leaked before the end of turn: {held_kinds}"
     kinds = [e["type"] for e in client.events]

@@ -115,3 +115,27 @@ def test_demo_flags_map_to_the_switches():
     c = session_config_from_args(parser.parse_args(["--no-incremental-prefill"]))
     assert c.head_start and not c.incremental_prefill and c.preemptive
     assert not session_config_from_args(parser.parse_args(["--no-head-start"])).head_start
+
+
+def test_a_session_decodes_with_the_process_decoder_unless_its_config_says_none():
+    """Components.decoder (LLMConfig.speculative) serves every session whose config asks for speculative
+    decoding; a configuration with speculative="none" (the harness's baseline) decodes plainly."""
+    from headstart.session import Session
+
+    base = PipelineConfig()
+    marker = object()
+    components = Components(config=base, asr=None, llm=FakeEngine(), tts=None, decoder=marker)
+    plain = replace(components, config=replace(base, llm=replace(base.llm, speculative="none")))
+
+    async def main():
+        on, off = Session(components, eou_scorer=None), Session(plain, eou_scorer=None)
+        try:
+            return on._decoder(), off._decoder()
+        finally:
+            await on.aclose()
+            await off.aclose()
+
+    try:
+        assert asyncio.run(main()) == (marker, None)
+    finally:
+        components.close()

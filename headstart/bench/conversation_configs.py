@@ -2,7 +2,7 @@
 
 `baseline` is the plain sequential pipeline people build first: a fixed 0.8 s of silence ends the turn,
 the whole utterance is transcribed once at the end (no partials), no incremental prefill, no
-preemptive reply, and whole sentences go to the synthesiser. `headstart` is the defaults. Each
+preemptive reply, plain decoding (no speculative drafts), and whole sentences go to the synthesiser. `headstart` is the defaults. Each
 `no-*` ablation switches one feature of headstart off.
 
 A switch is a config field; a configuration whose required switch does not exist in this checkout is
@@ -53,6 +53,7 @@ def _baseline_switches(base: PipelineConfig) -> tuple[Switch, ...]:
         Switch("session", "preemptive", False, required=False),
         Switch("session", "eou", "none", required=False),  # no end-of-utterance model at all
         Switch("tts", "first_clause", False),
+        Switch("llm", "speculative", "none", required=False),  # plain decoding
     )
 
 
@@ -109,11 +110,11 @@ def apply(variant: Variant, base: PipelineConfig) -> PipelineConfig:
 def effective(config: PipelineConfig) -> dict:
     """The settings that differ between configurations, for the JSON line."""
     out = {}
-    for section in ("asr", "endpoint", "session", "tts"):
+    for section in ("asr", "endpoint", "session", "tts", "llm"):
         obj = getattr(config, section)
         names = {"asr": ("model", "streaming"), "endpoint": ("semantic", "silence_s"),
                  "session": ("head_start", "incremental_prefill", "preemptive", "eou"),
-                 "tts": ("engine", "first_clause")}[section]
+                 "tts": ("engine", "first_clause"), "llm": ("speculative",)}[section]
         for name in names:
             if hasattr(obj, name):
                 out[f"{section}.{name}"] = getattr(obj, name)
