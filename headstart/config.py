@@ -133,7 +133,8 @@ class LLMConfig:
     # per token, so multi-token forwards stay bit-identical to one-token steps), fewer bytes per decoded
     # token on CPU; needs dtype "float32" (or "auto" resolving to it). None or "none": off. "auto": int8
     # where the model resolves to float32 on CPU, else off (CUDA, bf16); measured qwen2.5-coder-0.5b,
-    # 1 thread (torch.ao's int8): TPOT 247 -> 90 ms, prefill of 59 tokens 1.59 -> 0.56 s.
+    # 1 thread, these int8 layers: TPOT 252 -> 127 ms, prefill of 59 tokens 1.13 -> 0.64 s (torch.ao's
+    # int8, not exact under speculation, measured 90 ms in another run).
     quantize: str | None = "auto"
     system_prompt: str = (
         "You are headstart, a friendly voice assistant. Your answers are spoken aloud, so reply in one "

@@ -371,7 +371,7 @@ def resolve_quantize(mode: str | None, dtype: str = "auto", device: str = "cpu")
     """The quantisation to apply for a config value (`LLMConfig.quantize` or `draft_quantize`) and
     the model's dtype name and device: "auto" is "int8" where the model resolves to float32 on CPU
     (the only place PyTorch has dynamic int8 kernels; decode there is memory-bound, and int8 Linear
-    layers measured qwen2.5-coder-0.5b TPOT 247 -> 90 ms on one thread) and None elsewhere (CUDA,
+    layers measured qwen2.5-coder-0.5b TPOT 252 -> 127 ms on one thread) and None elsewhere (CUDA,
     bf16); None and "none" are None; any other value is returned as is (`LLMEngine.load` checks it).
     ValueError for an unknown dtype name (only when resolving "auto")."""
     if mode is None or mode == "none":
