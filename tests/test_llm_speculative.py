@@ -326,7 +326,7 @@ def test_build_decoder_rejects_unknown_methods():
 
     from headstart.config import ThreadPlan
 
-    assert build_decoder(engine, CONFIG, ThreadPlan()).drafter is None
+    assert build_decoder(engine, replace(CONFIG, speculative="none"), ThreadPlan()).drafter is None
     assert isinstance(build_decoder(engine, replace(CONFIG, speculative="prompt_lookup"), ThreadPlan()).drafter,
                       PromptLookupDrafter)
     with pytest.raises(ValueError, match="unknown speculative"):
