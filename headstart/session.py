@@ -418,7 +418,15 @@ class Session:
             self._out.put_nowait(exc)
 
     def _reply_text(self) -> str:
-        return "".join(self._reply.text) if self._reply is not None else ""
+        """The reply being played, for telling its echo from the user: its text and its spoken form
+        (the voice says "ten" for "10", tts/normalize.py, and the ASR writes what it hears)."""
+        if self._reply is None:
+            return ""
+        from headstart.tts.normalize import normalize_text
+
+        text = "".join(self._reply.text)
+        spoken = normalize_text(text)
+        return f"{text} {spoken}" if spoken and spoken != text else text
 
     def _on_listener_event(self, event: object) -> None:
         now = self._clock.now()
