@@ -5,7 +5,9 @@
   between them, by real-time estimate).
 * Barge-in: a VAD speech start while the agent thinks or speaks pauses the reply at once. Words from
   the ASR (not fillers like "mm-hmm", not bracketed noises like "[cough]") interrupt it; no words (the
-  listener's empty final transcript) resume it, and that utterance is no turn.
+  listener's empty final transcript) resume it, and that utterance is no turn. While the reply's audio
+  plays, `bargein_armed` asks the VAD for its quicker barge-in start (`VADConfig.bargein_min_speech_s`):
+  a pause is cheap and reversible, so it need not wait for the confirmation a turn start needs.
 * Echo: a speech start the session judged to be its own voice (`headstart.echo`) starts no pause and
   no turn; if that utterance later yields words that are not the reply's own words (the user talked
   over the echo), it is a barge-in after all.
@@ -122,11 +124,20 @@ class TurnTaking:
             transcript decided it (a safety net: the listener always sends a final transcript).
         realtime_playback: the client plays the audio in real time from its arrival (a live client);
             False: audio counts as played once it has left (a file writer such as the demo).
+        bargein_after_s: `bargein_armed` waits until this much of the reply has played: the echo
+            detector (headstart/echo.py) recognises the session's own voice only once ~0.2 s of reply
+            audio (40 % of its 0.5 s window) plus the acoustic delay lie in its window, and before that
+            only the slower speech start gives it that audio.
     """
 
-    def __init__(self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True) -> None:
+    def __init__(
+        self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True, bargein_after_s: float = 0.4
+    ) -> None:
+        if not bargein_after_s >= 0:
+            raise ValueError(f"bargein_after_s must be >= 0, got {bargein_after_s}")
         self._clock = clock
         self.max_pause_s = max_pause_s
+        self.bargein_after_s = bargein_after_s
         self.realtime_playback = realtime_playback
         self.user = UserState.LISTENING
         self.reply_id: str | None = None
@@ -191,6 +202,18 @@ class TurnTaking:
         if not self.paused:
             position += self._clock.now() - self._anchor_at
         return min(position, self.sent_s)
+
+    @property
+    def bargein_armed(self) -> bool:
+        """Whether a speech start now would be a barge-in over audible reply audio, so the VAD may use
+        its quicker barge-in start (`VAD.bargein_armed`): the agent speaks, the reply is not paused,
+        and at least `bargein_after_s` of it has played. The session sets the listener's flag from it
+        before each audio push."""
+        return (
+            self.agent is AgentState.SPEAKING
+            and not self.paused
+            and self.played_s() >= self.bargein_after_s
+        )
 
     # -- user side --------------------------------------------------------------------------------
     def speech_started(self, echo: bool = False) -> list[Action]:

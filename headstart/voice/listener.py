@@ -254,6 +254,16 @@ class Listener:
             await self._task
 
     @property
+    def bargein_armed(self) -> bool:
+        """Whether the VAD's barge-in start rule applies (`VAD.bargein_armed`: speech starts after
+        `VADConfig.bargein_min_speech_s`). The session sets it while its reply plays, before each push."""
+        return bool(getattr(self._vad, "bargein_armed", False))
+
+    @bargein_armed.setter
+    def bargein_armed(self, armed: bool) -> None:
+        self._vad.bargein_armed = bool(armed)
+
+    @property
     def asr_busy(self) -> bool:
         """Whether an ASR pass is in flight."""
         return self._task is not None

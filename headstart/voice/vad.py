@@ -10,6 +10,11 @@ Hysteresis (as in Silero's `get_speech_timestamps`, made streaming): speech star
 or above `stop_threshold` for `min_speech_s`, beginning with one at or above `start_threshold`; it ends
 once windows stay below `stop_threshold` for `min_silence_s`. Reported times are padded by
 `speech_pad_s` (start earlier, end later), clamped to the stream and to the previous segment.
+
+Barge-in start: while `bargein_armed` (the session sets it while its reply is playing) speech also
+starts once windows stay at or above `bargein_start_threshold` for `bargein_min_speech_s` (default two
+Silero windows, 64 ms, instead of 150 ms): a barge-in pauses the reply sooner, and a false start only
+pauses it until the ASR finds no words. The reported start time is the same as the slow rule's.
 """
 
 from __future__ import annotations
@@ -53,17 +58,30 @@ class SpeechHysteresis:
         for name in ("min_speech_s", "min_silence_s", "speech_pad_s"):
             if getattr(config, name) < 0:
                 raise ValueError(f"VADConfig.{name} must be >= 0, got {getattr(config, name)}")
+        if config.bargein_min_speech_s is not None and not config.bargein_min_speech_s >= 0:
+            raise ValueError(f"VADConfig.bargein_min_speech_s must be >= 0 or None, got {config.bargein_min_speech_s}")
+        if not config.start_threshold <= config.bargein_start_threshold <= 1.0:
+            raise ValueError(
+                "VADConfig needs start_threshold <= bargein_start_threshold <= 1, got "
+                f"start={config.start_threshold}, bargein_start={config.bargein_start_threshold}"
+            )
         self._config = config
         self._window = window_samples
         self._rate = sample_rate
         self._min_speech = int(round(config.min_speech_s * sample_rate))
         self._min_silence = int(round(config.min_silence_s * sample_rate))
         self._pad = int(round(config.speech_pad_s * sample_rate))
+        self._bargein_min_speech = (
+            None if config.bargein_min_speech_s is None else int(round(config.bargein_min_speech_s * sample_rate))
+        )
+        # while True, the barge-in rule may start speech too (see the module docstring); kept across reset()
+        self.bargein_armed = False
         self.reset()
 
     def reset(self) -> None:
         self.speaking = False
         self._candidate_start: int | None = None  # first window of a not-yet-confirmed speech run
+        self._fast_start: int | None = None  # first window of the run at or above bargein_start_threshold
         self._silence_start: int | None = None  # first window of a silence run inside speech
         self._last_voiced_end = 0  # end sample of the last voiced window of the current segment
         self._previous_end = 0  # padded end of the previous segment (the next start may not precede it)
@@ -77,10 +95,17 @@ class SpeechHysteresis:
                     self._candidate_start = start_sample
             elif probability < cfg.stop_threshold:
                 self._candidate_start = None
-            if self._candidate_start is not None and end_sample - self._candidate_start >= self._min_speech:
+            if probability < cfg.bargein_start_threshold:
+                self._fast_start = None
+            elif self._fast_start is None:
+                self._fast_start = start_sample
+            if self._candidate_start is not None and (
+                end_sample - self._candidate_start >= self._min_speech or self._barge_in_confirmed(end_sample)
+            ):
                 started = max(self._candidate_start - self._pad, self._previous_end, 0)
                 self.speaking = True
                 self._candidate_start = None
+                self._fast_start = None
                 self._silence_start = None
                 self._last_voiced_end = end_sample
                 return [SpeechStarted(audio_s=started / self._rate)]
@@ -95,6 +120,14 @@ class SpeechHysteresis:
             return [self._end(end_sample)]
         return []
 
+    def _barge_in_confirmed(self, end_sample: int) -> bool:
+        return (
+            self.bargein_armed
+            and self._bargein_min_speech is not None
+            and self._fast_start is not None
+            and end_sample - self._fast_start >= self._bargein_min_speech
+        )
+
     @property
     def silence_since_sample(self) -> int | None:
         """While speaking: the first sample of the silence run in progress (the speech may be ending
@@ -104,6 +137,7 @@ class SpeechHysteresis:
     def flush(self, stream_end_sample: int) -> list[VADEvent]:
         """End of input: close an open segment at its last voiced window (padded, within the stream)."""
         self._candidate_start = None
+        self._fast_start = None
         if self.speaking:
             return [self._end(stream_end_sample)]
         return []
@@ -194,6 +228,16 @@ class VAD:
     def speaking(self) -> bool:
         """True between a `SpeechStarted` and its `SpeechEnded`."""
         return self._hysteresis.speaking
+
+    @property
+    def bargein_armed(self) -> bool:
+        """Whether the barge-in start rule applies (`VADConfig.bargein_min_speech_s`): set it while
+        the agent's reply is playing. Applies to the windows classified after it is set."""
+        return self._hysteresis.bargein_armed
+
+    @bargein_armed.setter
+    def bargein_armed(self, armed: bool) -> None:
+        self._hysteresis.bargein_armed = bool(armed)
 
     @property
     def silence_since_s(self) -> float | None:
