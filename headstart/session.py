@@ -209,13 +209,19 @@ class Session:
             return future
         model, c = self._eou_model, self._components
         messages, epoch = self._messages(), self._eou_epoch
+        # a reply to this text may follow at once: the estimate's forward prefills its prompt too
+        fuse = self.head_start.enabled and _fuses_reply_prefill(model, c.llm)
 
         def job() -> float | None:
             if epoch != self._eou_epoch or getattr(c, "confirmed_pending", False):
                 self.eou_stats["skipped"] += 1
                 return None  # stale, or confirmed work waits behind this job: give way
             started = time.perf_counter()
-            probability = float(model.probability(messages, text))
+            if fuse:
+                reply_ids = c.llm.render_prompt([*messages, {"role": "user", "content": text}])
+                probability = float(model.probability(messages, text, reply_ids))
+            else:
+                probability = float(model.probability(messages, text))
             self.eou_stats["computed"] += 1
             self.eou_stats["compute_s"] += time.perf_counter() - started
             return probability
@@ -926,6 +932,14 @@ class Session:
                 await reply.resume.wait()
                 continue
             await self._clock.sleep(min(ahead_s - self._lead_s, 0.1))
+
+
+def _fuses_reply_prefill(model, llm) -> bool:
+    """Whether `model` (an EOU scorer) can prefill the reply prompt in its own forward on `llm`'s
+    cache: the trained head on the local engine (llm/eou_head.py `EOUHead.features`)."""
+    from headstart.llm.eou_head import EOUHead
+
+    return isinstance(model, EOUHead) and model.engine is llm and hasattr(llm, "render_prompt")
 
 
 def resolve_eou(components, config) -> tuple[object | None, object]:

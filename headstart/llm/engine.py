@@ -66,6 +66,9 @@ class LLMEngine:
         self._cache = KVCache(model.config)
         self._tokens: list[int] = []
         self._revision = 0  # bumped whenever positions are dropped (crop, reset)
+        # the logits after the last cached token, keyed by (revision, num_tokens): a prefill of exactly
+        # the cached sequence (e.g. the reply prompt an EOU estimate already ran) needs no forward
+        self._last_logits: tuple[tuple[int, int], Any] | None = None
         self.vocab_size = int(model.get_input_embeddings().weight.shape[0])
         self.max_positions = int(getattr(model.config, "max_position_embeddings", 0) or 0) or None
         self.eos_token_ids = frozenset(_end_token_ids(model, tokenizer))
@@ -196,15 +199,21 @@ class LLMEngine:
 
         Only what is new is computed: the cache keeps the longest common prefix of its tokens and
         `ids` (at most len(ids) - 1, so there is a position to take logits from) and the rest is run
-        in one forward with `logits_to_keep=1`. Tokens that differ from the cached ones are detected
-        and recomputed, never reused. ValueError for empty ids, ids outside the vocabulary or a
+        in one forward with `logits_to_keep=1`; when the cache holds exactly `ids` and its last forward
+        left the logits after them (e.g. an EOU estimate that ran on through the reply prompt,
+        eou_head.py), those are returned with no forward. Tokens that differ from the cached ones are
+        detected and recomputed, never reused. ValueError for empty ids, ids outside the vocabulary or a
         sequence longer than the model's context.
         """
         ids = self._check_ids(ids, what="prefill ids")
         if not ids:
             raise ValueError("prefill needs at least one token id")
         self._check_context(len(ids))
-        keep = self.rollback_to(min(common_prefix_len(self._tokens, ids), len(ids) - 1))
+        common = common_prefix_len(self._tokens, ids)
+        memo = self._last_logits
+        if common == len(ids) == len(self._tokens) == len(self._cache) and memo is not None and memo[0] == self._key():
+            return memo[1].clone()  # the cache holds exactly `ids` and the logits after them are known
+        keep = self.rollback_to(min(common, len(ids) - 1))
         return self._forward(ids[keep:], logits_to_keep=1)[-1]
 
     def decode(self, token_id: int) -> torch.Tensor:
@@ -247,7 +256,13 @@ class LLMEngine:
         if len(self._cache) != len(self._tokens):
             self.reset()
             raise LLMError("the model did not extend the KV cache by the tokens it was given")
-        return out.logits[0, -logits_to_keep:].float()
+        logits = out.logits[0, -logits_to_keep:].float()
+        self._last_logits = (self._key(), logits[-1].clone())  # callers may edit theirs in place
+        return logits
+
+    def _key(self) -> tuple[int, int]:
+        # positions are only appended while the revision holds, so (revision, length) names one sequence
+        return self._revision, len(self._tokens)
 
     def _check_ids(self, ids: Sequence[int], what: str) -> list[int]:
         out = []

@@ -140,11 +140,12 @@ def _final_norm(model: Any) -> Any:
 
 @dataclass(frozen=True, slots=True)
 class HeadFeatures:
-    """One forward's outputs: `hidden` float32 (n, hidden_size) for the positions computed, the last
-    one being the text's last token; `token_probability` the raw end-of-turn token probability."""
+    """One forward's outputs: `hidden` float32 (n, hidden_size) for the positions computed up to the
+    text's last token (the last row); `token_probability` the raw end-of-turn token probability (None
+    when the forward went on past the text: the logits are then the reply's, not the text's)."""
 
     hidden: np.ndarray
-    token_probability: float
+    token_probability: float | None
     num_computed: int
 
 
@@ -182,37 +183,60 @@ class EOUHead:
         """The head for LLM preset `model` (see `load_weights`) on `engine`."""
         return cls(engine, load_weights(model))
 
-    def features(self, messages_before: Sequence[Mapping[str, str]], text: str) -> HeadFeatures:
-        """Prefill the prompt up to `text` (reusing the cache) and return the hidden states computed."""
+    def features(
+        self, messages_before: Sequence[Mapping[str, str]], text: str, reply_ids: Sequence[int] | None = None,
+    ) -> HeadFeatures:
+        """Prefill the prompt up to `text` (reusing the cache) and return the hidden states computed.
+
+        With `reply_ids` (the whole reply prompt for this text: the chat, the user's message and the
+        assistant header), the same forward runs on to its end when it extends the head's prompt
+        (trailing punctuation, end of message, header), so a reply to this text starts without a
+        prefill of its own (the engine keeps the logits after the last token). The hidden state the
+        head reads is the same: a position does not attend to later ones. Otherwise, as without it."""
         import torch
 
+        from headstart.llm.engine import common_prefix_len
+
         ids, end_id = self._token.prompt_ids(messages_before, text)
+        run = ids
+        if reply_ids is not None and len(reply_ids) > len(ids) and list(reply_ids[: len(ids)]) == ids:
+            run = [int(t) for t in reply_ids]
+        # the text's last position must be computed: a cache holding it (and maybe more) is cut back
+        self.engine.rollback_to(min(common_prefix_len(self.engine.tokens, run), len(ids) - 1))
         captured: list[Any] = []
         handle = self._norm.register_forward_hook(lambda _m, _i, out: captured.append(out[0].detach()))
         try:
-            logits = self.engine.prefill(ids)
+            logits = self.engine.prefill(run)
         finally:
             handle.remove()
         if not captured:
             raise RuntimeError("the model's final norm did not run during the prefill")
-        hidden = captured[-1].float().cpu().numpy()
-        probability = float(torch.softmax(logits.float(), dim=-1)[end_id])
-        return HeadFeatures(hidden, min(max(probability, 0.0), 1.0), int(hidden.shape[0]))
+        computed = captured[-1].float().cpu().numpy()  # positions len(run) - n .. len(run) - 1
+        hidden = computed[: len(ids) - (len(run) - computed.shape[0])]
+        probability = None
+        if run is ids:
+            probability = min(max(float(torch.softmax(logits.float(), dim=-1)[end_id]), 0.0), 1.0)
+        return HeadFeatures(hidden, probability, int(hidden.shape[0]))
 
-    def estimate(self, messages_before: Sequence[Mapping[str, str]], text: str) -> EOUResult:
-        """The head's probability with the cost of the call. Empty text gives 0.0."""
+    def estimate(
+        self, messages_before: Sequence[Mapping[str, str]], text: str, reply_ids: Sequence[int] | None = None,
+    ) -> EOUResult:
+        """The head's probability with the cost of the call. Empty text gives 0.0. `reply_ids`: see
+        `features` (the reply prompt prefilled in the same forward)."""
         if not isinstance(text, str):
             raise ValueError(f"text must be a str, got {text!r}")
         if not text.strip(_TRAILING + " \t\n"):
             return EOUResult(0.0, 0, 0.0)
         started = time.perf_counter()
-        feats = self.features(messages_before, text)
+        feats = self.features(messages_before, text, reply_ids)
         self.last_token_probability = feats.token_probability
         probability = self.weights.probability(feats.hidden[-1])
         return EOUResult(float(probability), feats.num_computed, time.perf_counter() - started)
 
-    def probability(self, messages_before: Sequence[Mapping[str, str]], text: str) -> float:
-        return self.estimate(messages_before, text).probability
+    def probability(
+        self, messages_before: Sequence[Mapping[str, str]], text: str, reply_ids: Sequence[int] | None = None,
+    ) -> float:
+        return self.estimate(messages_before, text, reply_ids).probability
 
 
 # -- training --------------------------------------------------------------------------------------
