@@ -145,6 +145,19 @@ def test_bargein_after_the_reply_ended_is_no_figure_and_a_silent_player_is_silen
     assert reply_silent_at(barge_log(None).events, 25.0) == 25.0  # played out by then
 
 
+def test_bargein_pairs_take_turns_with_the_spoken_utterance_never_over_its_own_reply():
+    from headstart.bench.conversation import bargein_pairs
+    from headstart.bench.conversation_client import UserTurn
+
+    def turn(name, synthetic=False):
+        return UserTurn(name, np.zeros(16, np.float32), 0.0, 0.001, synthetic=synthetic)
+
+    turns = [turn("gf"), turn("syn", synthetic=True), turn("vm"), turn("lib"), turn("tt")]
+    pairs = [(over.name, said.name) for over, said in bargein_pairs(turns, turns[4], 5)]
+    assert pairs == [("gf", "tt"), ("lib", "gf"), ("tt", "vm"), ("gf", "lib"), ("vm", "tt")]
+    assert bargein_pairs(turns, turns[4], 0) == [] and bargein_pairs([turns[4]], turns[4], 3) == []
+
+
 def test_stats_and_capacity():
     s = stats([0.1, None, 0.3, 0.2])
     assert s["n"] == 3 and s["p50"] == pytest.approx(0.2) and s["max"] == pytest.approx(0.3)

@@ -19,7 +19,8 @@ Scenarios (`--scenarios`):
   pauses      the pause set of `headstart bench asr` (a 0.6-1.5 s pause at the word gap nearest the
               middle; room noise or digital zero): false cut-off rate
   bargein     a recording, then once the reply has played for 0.6 s another recording spoken over
-              it: first word -> the reply silent at the client
+              it: first word -> the reply silent at the client (`--bargein-items N`: the spoken
+              recordings take turns, "Something is terribly wrong" first; `bargein_pairs`)
   concurrent  N sessions at once (`--sessions 1,2,4`, configurations in `--concurrent-configs`):
               capacity = the most sessions whose p90 voice-to-voice stays under 1 s
 
@@ -186,6 +187,24 @@ class ConfigRun:
     errors: list[str] = dataclasses.field(default_factory=list)
 
 
+def bargein_pairs(turns: list[UserTurn], barge: UserTurn, items: int) -> list[tuple[UserTurn, UserTurn]]:
+    """The barge-in items: (the turn whose reply is talked over, the utterance spoken over it), `items`
+    of them. The spoken utterances take turns, `barge` (BARGE_IN_RECORDING) first, then the other real
+    recordings, so the p50 is not one utterance's onset (Silero hears the weak "S" of "Something is
+    terribly wrong" late on some frame alignments); each is spoken over a reply to a different turn.
+    Synthetic turns are never used: the barge-in is a real voice."""
+    real = [t for t in turns if not t.synthetic]
+    spoken = [barge] + [t for t in real if t.name != barge.name]
+    pairs = []
+    for n in range(max(items, 0)):
+        said = spoken[n % len(spoken)]
+        over = [t for t in real if t.name != said.name]
+        if not over:
+            break
+        pairs.append((over[n % len(over)], said))
+    return pairs
+
+
 async def run_config(name: str, url: str, components: Any, turns: list[UserTurn], pauses: list[UserTurn],
                      barge: UserTurn | None, scenarios: set[str], args: argparse.Namespace, log, *,
                      connect=None, clock=time.perf_counter) -> ConfigRun:
@@ -225,13 +244,12 @@ async def run_config(name: str, url: str, components: Any, turns: list[UserTurn]
             for r in records:
                 log(f"  {name} pause {r.name}: {'CUT OFF' if is_cutoff(r) else 'ok'}")
     if "bargein" in scenarios and barge is not None:
-        candidates = [t for t in turns if t.name != barge.name and not t.synthetic][: args.bargein_items]
-        for n, turn in enumerate(candidates):
-            records = await session([(turn, "bargein", barge)], 300 + n)
+        for n, (turn, spoken) in enumerate(bargein_pairs(turns, barge, args.bargein_items)):
+            records = await session([(turn, "bargein", spoken)], 300 + n)
             run.bargein += records
             for r in records:
                 b = bargein_figures(r)
-                log(f"  {name} barge-in over {r.name}: "
+                log(f"  {name} barge-in {r.barge_name or spoken.name!r} over {r.name}: "
                     + (f"silent after {_fmt_s(b['bargein_stop_s'])}, interrupted {b['interrupted']}" if b
                        else "the reply was over before the barge-in"))
     if "concurrent" in scenarios and name in args.concurrent_configs.split(","):
@@ -495,7 +513,9 @@ def run(args: argparse.Namespace, log=print) -> dict:
                       "pace": "simulated" if simulate else "realtime",
                       "turn_recordings": [t.name for t in turns[: args.turns]],
                       "synthetic_voice": None if args.synthetic == "none" else args.synthetic,
-                      "barge_in_recording": barge.name if barge else None},
+                      "barge_in_recording": barge.name if barge else None,
+                      "barge_in_recordings": ([said.name for _, said in bargein_pairs(turns, barge, args.bargein_items)]
+                                              if barge else [])},
         "targets": TARGETS,
         "notes": notes,
         "plots": plots,
