@@ -30,8 +30,9 @@ class VADConfig:
     min_speech_s: float = 0.15
     min_silence_s: float = 0.25
     speech_pad_s: float = 0.1
-    # while the agent's reply plays (VAD.bargein_armed), speech also starts after this much at or above
-    # bargein_start_threshold: a barge-in pauses the reply sooner; None: only min_speech_s
+    # while the agent's reply plays (VAD.bargein_armed), a speech run also starts speech once it has
+    # lasted this long from a window at or above bargein_start_threshold: a barge-in pauses the reply
+    # sooner; None: only min_speech_s
     bargein_min_speech_s: float | None = 0.064
     bargein_start_threshold: float = 0.5
     webrtc_mode: int = 3  # 0..3, only for engine="webrtc"

@@ -165,7 +165,8 @@ def test_a_spoken_turn_two_concurrent_sessions_and_an_idle_one(components):
 
 def interruption_scenario(components, *, when: str):
     """Ask (goforward), then speak again (conf-full) `when` = "after_audio" (0.3 s into the reply's
-    audio) or "before_audio" (right at the end of turn)."""
+    audio), "into_audio" (1.0 s into it: the VAD's quick barge-in start is armed) or "before_audio"
+    (right at the end of turn)."""
     first, second = data.default_recording(), data.recording("conf-full")
 
     async def main():
@@ -173,9 +174,9 @@ def interruption_scenario(components, *, when: str):
         try:
             client = await open_client(server, instant=False)  # plays in real time
             await client.send_audio(np.concatenate([first.read(), silence(2.5)]))
-            if when == "after_audio":
+            if when in ("after_audio", "into_audio"):
                 await client.wait_for(lambda: ("audio", client.current) in client.log if client.current else None)
-                await asyncio.sleep(0.3)
+                await asyncio.sleep(0.3 if when == "after_audio" else 1.0)
             else:
                 await client.wait_for(lambda: client.of("turn.end"))
             await client.send_audio(np.concatenate([second.read(), silence(2.5)]))
@@ -198,7 +199,8 @@ def interruption_scenario(components, *, when: str):
     assert said.replace(" ", "").startswith(interrupted["heard_text"].replace(" ", ""))
     assert word_error_rate(second.text, client.of("transcript.final")[-1]["text"]) <= 0.3
     assert client.of("reply.started")[1]["transcript"] == client.of("transcript.final")[-1]["text"]
-    assert not any(e["type"] == "reply.done" and e["reply_id"] == r1 for e in client.events)
+    if when != "into_audio":  # (1 s in, all of a short reply's audio may have been sent: still playing)
+        assert not any(e["type"] == "reply.done" and e["reply_id"] == r1 for e in client.events)
     return client, interrupted, r1
 
 
@@ -206,6 +208,28 @@ def test_barge_in_after_the_first_audio_keeps_only_what_was_heard(components):
     client, interrupted, r1 = interruption_scenario(components, when="after_audio")
     assert client.audio.get(r1, 0) > 0
     assert interrupted["played_ms"] > 0
+
+
+def test_barge_in_well_into_the_reply_pauses_on_the_vads_quick_start(components, monkeypatch):
+    """1 s into the reply's audio the session arms the VAD's barge-in start (64 ms of speech instead
+    of 150 ms, `VADConfig.bargein_min_speech_s`): the pause comes from it, then the words interrupt."""
+    from headstart.voice.vad import SpeechHysteresis
+
+    quick: list[int] = []
+    confirmed = SpeechHysteresis._barge_in_confirmed
+
+    def spy(self, end_sample: int) -> bool:
+        ok = confirmed(self, end_sample)
+        if ok:
+            quick.append(end_sample)
+        return ok
+
+    monkeypatch.setattr(SpeechHysteresis, "_barge_in_confirmed", spy)
+    client, interrupted, r1 = interruption_scenario(components, when="into_audio")
+    assert len(quick) == 1, quick  # the barge-in only: not the question before the reply
+    assert client.audio.get(r1, 0) > 0 and interrupted["played_ms"] >= 500
+    (started_1, started_2) = client.of("vad.speech_started")
+    assert started_2["audio_ms"] <= quick[0] / 16 <= started_2["audio_ms"] + 400  # heard near its start
 
 
 def test_barge_in_before_the_first_audio_drops_every_chunk(components):

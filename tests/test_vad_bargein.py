@@ -39,13 +39,22 @@ def test_armed_speech_starts_after_two_windows_with_the_same_padded_start():
     assert isinstance(ended, SpeechEnded)  # the end is decided as always
 
 
-def test_armed_start_ignores_a_one_window_blip_and_needs_an_unbroken_run():
+def test_armed_start_ignores_a_one_window_blip_and_follows_the_usual_run():
     assert _run([0.0] * 5 + [0.9] + [0.0] * 20)[1] == []
-    # windows between stop and the barge-in threshold break the quick run (the slow rule goes on)
-    _, out = _run([0.0] * 5 + [0.9, 0.4, 0.9, 0.4, 0.9, 0.4] + [0.0] * 20)
-    assert out[0][0] == 9  # the slow rule: five windows from window 5, none below stop_threshold
-    _, out = _run([0.0] * 5 + [0.9, 0.4, 0.9, 0.0] + [0.0] * 20)
-    assert out == []
+    # the run goes on through windows between the thresholds, as the usual rule's does
+    _, out = _run([0.0] * 5 + [0.6, 0.4, 0.45] + [0.0] * 20)
+    assert out[0][0] == 6 and out[0][1].audio_s == pytest.approx((5 * W - 1600) / SR)
+    # and ends at a window below stop_threshold
+    assert _run([0.0] * 5 + [0.9, 0.2, 0.9, 0.2, 0.9, 0.2] + [0.0] * 20)[1] == []
+
+
+def test_armed_is_never_later_than_the_usual_rule():
+    rng = np.random.default_rng(0)
+    for _ in range(200):
+        probs = list(rng.choice([0.0, 0.3, 0.4, 0.45, 0.55, 0.7, 0.95], size=40))
+        slow = [i for i, e in _run(probs, armed=False)[1] if isinstance(e, SpeechStarted)]
+        fast = [i for i, e in _run(probs, armed=True)[1] if isinstance(e, SpeechStarted)]
+        assert bool(fast) >= bool(slow) and (not slow or fast[0] <= slow[0])
 
 
 def test_a_higher_barge_in_threshold_starts_only_on_confident_windows():

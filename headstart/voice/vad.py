@@ -11,10 +11,11 @@ or above `stop_threshold` for `min_speech_s`, beginning with one at or above `st
 once windows stay below `stop_threshold` for `min_silence_s`. Reported times are padded by
 `speech_pad_s` (start earlier, end later), clamped to the stream and to the previous segment.
 
-Barge-in start: while `bargein_armed` (the session sets it while its reply is playing) speech also
-starts once windows stay at or above `bargein_start_threshold` for `bargein_min_speech_s` (default two
-Silero windows, 64 ms, instead of 150 ms): a barge-in pauses the reply sooner, and a false start only
-pauses it until the ASR finds no words. The reported start time is the same as the slow rule's.
+Barge-in start: while `bargein_armed` (the session sets it while its reply is playing) the same run
+also starts speech once it has lasted `bargein_min_speech_s` from its first window at or above
+`bargein_start_threshold` (default two Silero windows, 64 ms, from one at 0.5, instead of 150 ms): a
+barge-in pauses the reply sooner, and a false start only pauses it until the ASR finds no words. It is
+never later than the usual rule, and the reported start time is the same.
 """
 
 from __future__ import annotations
@@ -81,7 +82,7 @@ class SpeechHysteresis:
     def reset(self) -> None:
         self.speaking = False
         self._candidate_start: int | None = None  # first window of a not-yet-confirmed speech run
-        self._fast_start: int | None = None  # first window of the run at or above bargein_start_threshold
+        self._fast_start: int | None = None  # first window of that run at or above bargein_start_threshold
         self._silence_start: int | None = None  # first window of a silence run inside speech
         self._last_voiced_end = 0  # end sample of the last voiced window of the current segment
         self._previous_end = 0  # padded end of the previous segment (the next start may not precede it)
@@ -95,9 +96,9 @@ class SpeechHysteresis:
                     self._candidate_start = start_sample
             elif probability < cfg.stop_threshold:
                 self._candidate_start = None
-            if probability < cfg.bargein_start_threshold:
+            if self._candidate_start is None:
                 self._fast_start = None
-            elif self._fast_start is None:
+            elif self._fast_start is None and probability >= cfg.bargein_start_threshold:
                 self._fast_start = start_sample
             if self._candidate_start is not None and (
                 end_sample - self._candidate_start >= self._min_speech or self._barge_in_confirmed(end_sample)
