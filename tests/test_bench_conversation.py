@@ -136,6 +136,19 @@ def test_bargein_stop_is_when_the_client_falls_silent(stop_event, stop_s):
     b = bargein_figures(barge_log(stop_event))
     assert b["bargein_stop_s"] == pytest.approx(stop_s)
     assert b["interrupted"] is (stop_event == "reply.interrupted")
+    # the server's own pause/interrupt; a reply that simply ran out says nothing about the barge-in
+    assert b["bargein_pause_s"] == (None if stop_event is None else pytest.approx(0.2))
+    assert b["ran_out"] is (stop_event is None)
+
+
+def test_a_reply_that_runs_out_before_the_pause_is_flagged():
+    r = barge_log("reply.paused")
+    r.events[-1] = (21.2, "reply.paused", {"reply_id": "r1"})  # played out at 21.0, paused later
+    b = bargein_figures(r)
+    assert b["bargein_stop_s"] == pytest.approx(0.5) and b["bargein_pause_s"] == pytest.approx(0.7)
+    assert b["ran_out"] is True
+    out = summarize_config([], [], [b, bargein_figures(barge_log("reply.interrupted"))])
+    assert out["bargein_pause_p50_s"] == pytest.approx(0.45) and out["bargein_ran_out"] == 1
 
 
 def test_bargein_after_the_reply_ended_is_no_figure_and_a_silent_player_is_silent_at_once():

@@ -250,7 +250,9 @@ async def run_config(name: str, url: str, components: Any, turns: list[UserTurn]
             for r in records:
                 b = bargein_figures(r)
                 log(f"  {name} barge-in {r.barge_name or spoken.name!r} over {r.name}: "
-                    + (f"silent after {_fmt_s(b['bargein_stop_s'])}, interrupted {b['interrupted']}" if b
+                    + (f"silent after {_fmt_s(b['bargein_stop_s'])}"
+                       + (" (the reply ran out)" if b["ran_out"] else "")
+                       + f", paused after {_fmt_s(b['bargein_pause_s'])}, interrupted {b['interrupted']}" if b
                        else "the reply was over before the barge-in"))
     if "concurrent" in scenarios and name in args.concurrent_configs.split(","):
         for count in sorted({int(x) for x in args.sessions.split(",") if x.strip()}):
@@ -321,6 +323,10 @@ def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, d
                                       for n in figures_by_config))
     table.add_row("barge-in → silent p50 (ms)", *(
         "-" if summaries[n]["bargein_stop_p50_s"] is None else f"{summaries[n]['bargein_stop_p50_s'] * 1000:.0f}"
+        for n in figures_by_config))
+    table.add_row("barge-in → paused p50 (ms)", *(
+        "-" if summaries[n]["bargein_pause_p50_s"] is None else f"{summaries[n]['bargein_pause_p50_s'] * 1000:.0f}"
+        + (f" ({summaries[n]['bargein_ran_out']} ran out first)" if summaries[n]["bargein_ran_out"] else "")
         for n in figures_by_config))
     table.add_row("playback underruns", *(
         "-" if summaries[n]["underrun_rate"] is None

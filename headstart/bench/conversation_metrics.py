@@ -156,20 +156,28 @@ def reply_silent_at(events: Iterable[tuple[float, str, dict]], since: float) -> 
 
 
 def bargein_figures(record: TurnRecord) -> dict | None:
-    """Barge-in: `bargein_stop_s` (first word -> the reply silent at the client), `bargein_interrupt_s`
-    (first word -> `reply.interrupted` received; None when the reply was not interrupted). None when
-    the reply ended before the barge-in could start."""
+    """Barge-in: `bargein_stop_s` (first word -> the reply silent at the client), `bargein_pause_s`
+    (first word -> the server's first `reply.paused` or `reply.interrupted` received: the barge-in
+    itself, also when a short reply ran out of audio first; None when neither came),
+    `bargein_interrupt_s` (first word -> `reply.interrupted` received; None when the reply was not
+    interrupted), `ran_out` (the reply fell silent by running out of audio, before any pause: its
+    stop time says nothing about the barge-in). None when the reply ended before the barge-in could
+    start."""
     word = record.barge_speech_start_at_s
     if word is None:
         return None
     silent = reply_silent_at(record.events, word)
     t_interrupt, _ = _first(record, "reply.interrupted", after=word)
+    t_pause, _ = _first(record, "reply.paused", after=word)
+    stopped = min((t for t in (t_pause, t_interrupt) if t is not None), default=None)
     return {
         "name": record.name,
         "barge": record.barge_name,
         "bargein_stop_s": _since(word, silent),
+        "bargein_pause_s": _since(word, stopped),
         "bargein_interrupt_s": _since(word, t_interrupt),
         "interrupted": t_interrupt is not None,
+        "ran_out": silent is not None and (stopped is None or silent < stopped),
     }
 
 
@@ -220,6 +228,9 @@ def summarize_config(qa: list[dict], cutoffs: list[bool], bargeins: list[dict]) 
         "eou_delay_p50_s": r(percentile([f["eou_s"] for f in qa], 50)),
         "false_cutoff_rate": r(sum(cutoffs) / len(cutoffs)) if cutoffs else None,
         "bargein_stop_p50_s": r(percentile([b["bargein_stop_s"] for b in bargeins], 50)),
+        # the server's pause or interrupt itself, and how many replies ran out before it
+        "bargein_pause_p50_s": r(percentile([b.get("bargein_pause_s") for b in bargeins], 50)),
+        "bargein_ran_out": sum(bool(b.get("ran_out")) for b in bargeins),
         "preemptive_hit_rate": r(hits / (hits + misses)) if hits + misses else None,
         "preemptive_hits": hits,
         "preemptive_misses": misses,
