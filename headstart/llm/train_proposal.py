@@ -124,13 +124,15 @@ class Features:
     """Teacher-forced features at every kept position: `hidden[L]` [n, d] float32 after exit layer L,
     `final` [n, d] the full model's normed last hidden state, `target` [n] int64 its argmax token,
     `held_out` [n] bool (position belongs to a held-out conversation), `reply` [n] bool (a reply
-    position rather than a prompt one)."""
+    position rather than a prompt one), `conv` [n] int64 the index of the conversation (in the order
+    given) the position belongs to."""
 
     hidden: dict[int, Any]
     final: Any
     target: Any
     held_out: Any
     reply: Any
+    conv: Any = None
 
 
 @dataclass
@@ -196,6 +198,196 @@ def collect_replies(model: Any, tokenizer: Any, conversations: Sequence[Conversa
     return out
 
 
+def render_prompts(tokenizer: Any, conversations: Sequence[Conversation], system_prompt: str) -> list[list[int]]:
+    """Each conversation rendered with the chat template and the system prompt, ready for the reply."""
+    from headstart.llm.stream import with_system_prompt
+
+    prompts = []
+    for conv in conversations:
+        rendered = tokenizer.apply_chat_template(with_system_prompt(conv.as_messages(), system_prompt),
+                                                 add_generation_prompt=True, tokenize=True)
+        if isinstance(rendered, dict) or hasattr(rendered, "input_ids"):
+            rendered = rendered["input_ids"]
+        prompts.append([int(t) for t in rendered])
+    return prompts
+
+
+def generate_features(model: Any, prompts: Sequence[list[int]], exit_layers: Sequence[int], end_ids: set[int],
+                      shared: int, max_new_tokens: int = 40, batch_size: int = 64, pad_id: int = 0,
+                      progress: Progress | None = None, token_budget: int = 2048) -> tuple[list[list[int]], Features]:
+    """Greedy replies and their features in one batched pass (no second, teacher-forced forward).
+
+    The `shared` first tokens common to all prompts (the system prompt) are run once and their KV cache
+    copied into each batch; the rest of each prompt is left-padded after it (padding masked out,
+    positions given explicitly), then all rows decode greedily together, finished rows leaving the
+    batch (`DynamicCache.batch_select_indices`). Every forward's hidden states are recorded, so the
+    features are those `extract_features` gives for the same (prompt, reply) up to float rounding
+    (batched and cached matmuls): the same positions, from the last shared one to the one before the
+    reply's last token, in prompt order. A batch holds at most `batch_size` rows and, unless one prompt
+    alone is longer, `token_budget` prompt tokens after the shared ones (padding included).
+    Returns (replies, features with `held_out` all False);
+    a reply ends at (and includes) its first end token or after `max_new_tokens`."""
+    import copy
+
+    import torch
+
+    stack = LayerStack(model)
+    for layer in exit_layers:
+        if not 1 <= layer < stack.num_layers:
+            raise ValueError(f"exit layer {layer} outside [1, {stack.num_layers - 1}]")
+    if not prompts:
+        raise ValueError("no prompts")
+    start = max(0, min(shared, min(len(p) for p in prompts) - 1) - 1)
+    if any(list(p[:start]) != list(prompts[0][:start]) for p in prompts):
+        raise ValueError(f"the prompts do not share their first {start} tokens")
+    device = stack.lm_head.weight.device
+    prefix_cache = None
+    with torch.inference_mode():
+        if start:
+            prefix_cache = model(input_ids=torch.tensor([prompts[0][:start]], device=device), use_cache=True).cache
+    normed: bool | None = None
+    rows_out: dict[int, dict[str, list]] = {}
+    replies: dict[int, list[int]] = {}
+    order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
+    # Similar lengths together (little padding); long prompts in smaller batches (bounded prefill memory:
+    # all-position logits and hidden states of a [rows, width] prefill).
+    batches: list[list[int]] = [[]]
+    for i in order:
+        rows, width = len(batches[-1]) + 1, len(prompts[i]) - start
+        if batches[-1] and (rows > batch_size or rows * width > max(token_budget, width)):
+            batches.append([])
+        batches[-1].append(i)
+    done_count = 0
+    for members in batches:
+        suffixes = [prompts[i][start:] for i in members]
+        width = max(map(len, suffixes))
+        n_rows = len(members)
+        ids = torch.tensor([[pad_id] * (width - len(s)) + s for s in suffixes], device=device)
+        mask = torch.tensor([[1] * start + [0] * (width - len(s)) + [1] * len(s) for s in suffixes], device=device)
+        pos = torch.tensor([[0] * (width - len(s)) + list(range(start, start + len(s))) for s in suffixes], device=device)
+        cache = None
+        if prefix_cache is not None:
+            cache = copy.deepcopy(prefix_cache)
+            cache.batch_repeat_interleave(n_rows)
+        for i in members:
+            rows_out[i] = {"hidden": {L: [] for L in exit_layers}, "final": [], "target": []}
+            replies[i] = []
+        alive = list(members)
+        with torch.inference_mode():
+            out = model(input_ids=ids, attention_mask=mask, position_ids=pos, cache=cache, use_cache=True,
+                        output_hidden_states=True)
+            cache = out.cache
+            if normed is None:  # transformers 5.x records the last layer's output after the final norm
+                probe = out.hidden_states[-1][0, -1:]
+                normed = torch.allclose(stack.lm_head(probe).float(), out.logits[0, -1:].float(), rtol=1e-3, atol=1e-3)
+            lengths = [len(s) for s in suffixes]
+            _record(rows_out, alive, out, exit_layers, stack, normed, keep=[range(width - n, width) for n in lengths])
+            next_pos = torch.tensor([start + n for n in lengths], device=device)
+            for step in range(max_new_tokens):
+                tokens = out.logits[:, -1].argmax(-1)
+                keep_rows = []
+                for r, i in enumerate(alive):
+                    token = int(tokens[r])
+                    replies[i].append(token)
+                    if token not in end_ids and len(replies[i]) < max_new_tokens:
+                        keep_rows.append(r)
+                if not keep_rows:
+                    break
+                if len(keep_rows) < len(alive):  # finished rows leave the batch
+                    index = torch.tensor(keep_rows, device=device)
+                    cache.batch_select_indices(index)
+                    mask, next_pos, tokens = mask[index], next_pos[index], tokens[index]
+                    alive = [alive[r] for r in keep_rows]
+                mask = torch.cat([mask, torch.ones(len(alive), 1, dtype=mask.dtype, device=device)], dim=1)
+                out = model(input_ids=tokens.unsqueeze(1), attention_mask=mask, position_ids=next_pos.unsqueeze(1),
+                            cache=cache, use_cache=True, output_hidden_states=True)
+                cache = out.cache
+                _record(rows_out, alive, out, exit_layers, stack, normed, keep=[range(0, 1)] * len(alive))
+                next_pos = next_pos + 1
+        done_count += n_rows
+        if progress:
+            progress("generate", done_count, len(prompts))
+    cat = torch.cat
+    hidden = {L: cat([t for i in range(len(prompts)) for t in rows_out[i]["hidden"][L]]) for L in exit_layers}
+    final = cat([t for i in range(len(prompts)) for t in rows_out[i]["final"]])
+    target = cat([t for i in range(len(prompts)) for t in rows_out[i]["target"]])
+    reply, conv = [], []
+    for i in range(len(prompts)):
+        n = sum(len(t) for t in rows_out[i]["target"])
+        first_reply = len(prompts[i]) - 1 - start  # the last prompt position already predicts the reply
+        reply.append(torch.arange(n) >= first_reply)
+        conv.append(torch.full((n,), i, dtype=torch.long))
+    features = Features(hidden, final, target, torch.zeros(len(target), dtype=torch.bool), cat(reply), cat(conv))
+    return [replies[i] for i in range(len(prompts))], features
+
+
+SHARD_CONVERSATIONS = 250
+
+
+def cached_generate_features(model: Any, prompts: Sequence[list[int]], exit_layers: Sequence[int], end_ids: set[int],
+                             shared: int, path: Path, max_new_tokens: int = 40, batch_size: int = 64, pad_id: int = 0,
+                             progress: Progress | None = None) -> tuple[list[list[int]], Features, bool]:
+    """`generate_features`, cached in one safetensors file at `path` (features stored as float16, read
+    back as float32; the replies in its metadata). The caller keys `path` by the model, the prompts and
+    the settings; a file that lacks one of `exit_layers` or holds other prompts is made again.
+    Returns (replies, features, whether it came from the file)."""
+    import torch
+    from safetensors import SafetensorError, safe_open
+    from safetensors.torch import load_file, save_file
+
+    if path.is_file():
+        try:
+            with safe_open(str(path), framework="pt") as f:
+                meta = json.loads((f.metadata() or {}).get("headstart_shard", "{}"))
+            if meta.get("prompts") == [list(p) for p in prompts] and set(exit_layers) <= set(meta.get("layers", [])):
+                t = load_file(str(path))
+                features = Features({L: t[f"hidden.{L}"].float() for L in exit_layers}, t["final"].float(), t["target"],
+                                    t["held_out"], t["reply"], t["conv"])
+                return meta["replies"], features, True
+        except (OSError, ValueError, KeyError, SafetensorError):
+            pass  # unreadable or foreign: make it again
+    replies, features = generate_features(model, prompts, exit_layers, end_ids, shared, max_new_tokens, batch_size,
+                                          pad_id, progress)
+    tensors = {f"hidden.{L}": v.half().contiguous() for L, v in features.hidden.items()}
+    tensors.update(final=features.final.half().contiguous(), target=features.target, held_out=features.held_out,
+                   reply=features.reply, conv=features.conv)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    meta = {"prompts": [list(p) for p in prompts], "replies": replies, "layers": sorted(exit_layers)}
+    save_file(tensors, str(tmp), metadata={"headstart_shard": json.dumps(meta)})
+    tmp.replace(path)
+    del torch
+    return replies, features, False
+
+
+def concat_features(parts: Sequence[Features]) -> Features:
+    """One Features of several, in order (conversation indices offset to stay distinct)."""
+    import torch
+
+    offset, convs = 0, []
+    for part in parts:
+        convs.append(part.conv + offset)
+        offset += int(part.conv.max()) + 1 if len(part.conv) else 0
+    cat = torch.cat
+    layers = set.intersection(*(set(p.hidden) for p in parts))
+    return Features({L: cat([p.hidden[L] for p in parts]) for L in sorted(layers)}, cat([p.final for p in parts]),
+                    cat([p.target for p in parts]), cat([p.held_out for p in parts]), cat([p.reply for p in parts]),
+                    cat(convs))
+
+
+def _record(rows_out: dict, alive: list[int], out: Any, exit_layers: Sequence[int], stack: LayerStack, normed: bool,
+            keep: list[range]) -> None:
+    last = out.hidden_states[-1]
+    final = last if normed else stack.norm(last)
+    target = out.logits.argmax(-1)
+    for r, i in enumerate(alive):
+        sl = slice(keep[r].start, keep[r].stop)
+        for L in exit_layers:
+            rows_out[i]["hidden"][L].append(out.hidden_states[L][r, sl].float())
+        rows_out[i]["final"].append(final[r, sl].float())
+        rows_out[i]["target"].append(target[r, sl])
+
+
 def _end_ids(model: Any, tokenizer: Any) -> set[int]:
     from headstart.llm.engine import _end_token_ids
 
@@ -203,20 +395,21 @@ def _end_ids(model: Any, tokenizer: Any) -> set[int]:
 
 
 def extract_features(model: Any, sequences: Sequence[tuple[list[int], list[int]]], held_out: Sequence[bool],
-                     exit_layers: Sequence[int], progress: Progress | None = None) -> Features:
+                     exit_layers: Sequence[int], progress: Progress | None = None, shared: int | None = None) -> Features:
     """Run each (prompt, reply) once through the full model (teacher forcing) and keep, at each position
     from the first one where the prompts differ (the shared system prompt is skipped) up to the one
     before the reply's last token, the hidden states after `exit_layers`, the final normed hidden state
-    and the argmax next token."""
+    and the argmax next token. `shared`: the length of the shared prefix (default: the prompts' own)."""
     import torch
 
     stack = LayerStack(model)
     for layer in exit_layers:
         if not 1 <= layer < stack.num_layers:
             raise ValueError(f"exit layer {layer} outside [1, {stack.num_layers - 1}]")
-    shared = _shared_prefix([p for p, _ in sequences])
+    if shared is None:
+        shared = _shared_prefix([p for p, _ in sequences])
     hidden: dict[int, list] = {layer: [] for layer in exit_layers}
-    finals, targets, held, reply = [], [], [], []
+    finals, targets, held, reply, conv = [], [], [], [], []
     for i, ((prompt, answer), out_of_sample) in enumerate(zip(sequences, held_out)):
         ids = prompt + answer[:-1] if answer else prompt
         start = max(0, min(shared, len(prompt) - 1) - 1)
@@ -232,10 +425,11 @@ def extract_features(model: Any, sequences: Sequence[tuple[list[int], list[int]]
         finals.append(_normed_final(stack, last, out.logits[0, start:]).float())
         held.append(torch.full((n,), bool(out_of_sample)))
         reply.append(torch.arange(start, len(ids)) >= len(prompt) - 1)
+        conv.append(torch.full((n,), i, dtype=torch.long))
         if progress:
             progress("features", i + 1, len(sequences))
     cat = torch.cat
-    return Features({k: cat(v) for k, v in hidden.items()}, cat(finals), cat(targets), cat(held), cat(reply))
+    return Features({k: cat(v) for k, v in hidden.items()}, cat(finals), cat(targets), cat(held), cat(reply), cat(conv))
 
 
 def _normed_final(stack: LayerStack, last: Any, logits: Any) -> Any:
@@ -295,9 +489,11 @@ def evaluate(model: Any, head: ProposalHead, features: Features, mask: Any) -> f
 
 def train_head(model: Any, features: Features, exit_layer: int, kind: str = "linear", rank: int | None = None,
                epochs: int = 8, batch_size: int = 256, lr: float = 2e-3, weight_decay: float = 0.01,
-               soft_weight: float = 0.5, seed: int = 0, progress: Progress | None = None) -> TrainResult:
+               soft_weight: float = 0.5, seed: int = 0, progress: Progress | None = None,
+               untrained: tuple[float, float] | None = None) -> TrainResult:
     """Train a head for `exit_layer` on the training positions of `features` (see the module docstring)
-    and measure its held-out agreement. Deterministic for a given seed."""
+    and measure its held-out agreement. Deterministic for a given seed. `untrained`: the untrained
+    exit's (all, reply) held-out agreement if already known (it costs a full LM head per position)."""
     import torch
 
     t0 = time.perf_counter()
@@ -346,12 +542,14 @@ def train_head(model: Any, features: Features, exit_layer: int, kind: str = "lin
     adapter.eval().requires_grad_(False)
     held = features.held_out
     held_reply = held & features.reply
+    if untrained is None:
+        untrained = (untrained_agreement(model, features, exit_layer, held),
+                     untrained_agreement(model, features, exit_layer, held_reply))
     return TrainResult(
         head, losses,
         agreement=evaluate(model, head, features, held),
         agreement_reply=evaluate(model, head, features, held_reply),
-        untrained=untrained_agreement(model, features, exit_layer, held),
-        untrained_reply=untrained_agreement(model, features, exit_layer, held_reply),
+        untrained=untrained[0], untrained_reply=untrained[1],
         seconds=time.perf_counter() - t0,
     )
 
@@ -360,6 +558,80 @@ def data_key(model_key: str, conversations: Sequence[Conversation], system_promp
     """A key for the cached replies: the model key and a hash of the prompts and settings."""
     blob = json.dumps([model_key, system_prompt, max_new_tokens, [c.messages for c in conversations]])
     return hashlib.sha256(blob.encode()).hexdigest()[:12]
+
+
+def draft_acceptance(match: Any, conv: Any, k: int) -> dict[str, float]:
+    """What greedy speculative decoding with this head would see on teacher-forced replies: `match` [n]
+    bool says whether the head's guess equals the full model's token at each reply position (the first
+    is the prompt's last position, whose token the prefill gives: never drafted), `conv` [n] which
+    reply it belongs to (positions in order). From the second position on, each verify step accepts
+    the run of matches from its position, at most k, then takes one token from the verify; since
+    accepted drafts are the greedy tokens, the draft's hidden states are the teacher-forced ones, so
+    this is exact for a drafter that always drafts k tokens (the last step of a reply is counted as
+    drafting only up to the reply's end). Returns mean_accepted (drafts accepted per verify step),
+    tokens_per_step (mean_accepted + 1, less at reply ends) and acceptance_rate (accepted / drafted)."""
+    if k < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    flags = [bool(x) for x in match.tolist()]
+    ids = conv.tolist()
+    steps = accepted = drafted = tokens = 0
+    start = 0
+    while start < len(flags):
+        end = start
+        while end < len(flags) and ids[end] == ids[start]:
+            end += 1
+        p = start + 1
+        while p < end:
+            m = 0
+            while m < k and p + m < end and flags[p + m]:
+                m += 1
+            steps += 1
+            accepted += m
+            drafted += min(k, end - p)
+            tokens += min(m + 1, end - p)
+            p += m + 1
+        start = end
+    return {"mean_accepted": accepted / max(1, steps), "tokens_per_step": tokens / max(1, steps),
+            "acceptance_rate": accepted / max(1, drafted)}
+
+
+def head_matches(model: Any, head: ProposalHead, features: Features, mask: Any) -> Any:
+    """[m] bool: the head's guess equals the full model's token, at the positions `mask` selects."""
+    import torch
+
+    from headstart.llm.proposal import HeadRunner
+
+    runner = HeadRunner(head, LayerStack(model))
+    x = features.hidden[head.exit_layer][mask]
+    y = features.target[mask]
+    out = []
+    with torch.inference_mode():
+        for chunk in range(0, len(x), 512):
+            idx = runner.logits(x[chunk : chunk + 512].unsqueeze(0)).argmax(-1)
+            pred = runner.ids[idx] if runner.ids is not None else idx
+            out.append(pred == y[chunk : chunk + 512])
+    return torch.cat(out) if out else torch.zeros(0, dtype=torch.bool)
+
+
+def limit_training(features: Features, positions: int | None) -> Features:
+    """The held-out positions and the first `positions` training positions (whole conversations, in
+    order: the hand-written set first, then the composed ones); None: all."""
+    import torch
+
+    if positions is None:
+        return features
+    train = ~features.held_out
+    cum = torch.cumsum(train.long(), 0)
+    # whole conversations: cut after the conversation holding the positions-th training position
+    cut = int((cum < positions).sum())
+    if cut < len(cum):
+        last_conv = int(features.conv[cut])
+        keep_train = train & ((torch.arange(len(train)) <= cut) | (features.conv == last_conv))
+    else:
+        keep_train = train
+    keep = features.held_out | keep_train
+    return Features({L: v[keep] for L, v in features.hidden.items()}, features.final[keep], features.target[keep],
+                    features.held_out[keep], features.reply[keep], features.conv[keep])
 
 
 # -- command line: `headstart llm train-proposal` ------------------------------------------------------
@@ -375,11 +647,37 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--rank", type=int, default=None, help="hidden width of the mlp head (default d)")
     parser.add_argument("--epochs", type=int, default=8)
     parser.add_argument("--max-new-tokens", type=int, default=40, help="reply length of the generated data")
-    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--synthetic", type=int, default=1000,
+                        help="composed spoken-style conversations added to the ~150 hand-written training ones "
+                             f"(~30 positions each; generated in cached shards of {SHARD_CONVERSATIONS})")
+    parser.add_argument("--train-positions", default="all",
+                        help="comma-separated training-set sizes in positions (e.g. 6000,25000,all): one head "
+                             "per size and layer, a data-scaling table; the head saved is the last size's")
+    parser.add_argument("--batch-size", type=int, default=64, help="conversations per batched generation")
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="where to save the head (default: the headstart cache)")
+    parser.add_argument("--no-save", action="store_true", help="report only; save no head")
     parser.add_argument("--quick", action="store_true",
-                        help="single-turn training prompts only (no long multi-turn ones): ~2x less data time")
+                        help="no long multi-turn hand-written training prompts (the Lisbon chat's follow-ups)")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
+
+
+def _parse_sizes(text: str) -> list[int | None]:
+    sizes: list[int | None] = []
+    for item in text.split(","):
+        item = item.strip().lower()
+        if not item:
+            continue
+        if item == "all":
+            sizes.append(None)
+        else:
+            value = int(item.replace("k", "000"))
+            if value < 1:
+                raise ValueError(item)
+            sizes.append(value)
+    if not sizes:
+        raise ValueError(text)
+    return sizes
 
 
 def run_from_args(args: Any) -> int:
@@ -390,10 +688,18 @@ def run_from_args(args: Any) -> int:
 
     from headstart.config import LLMConfig
     from headstart.llm.proposal import default_head_path, model_key
+    from headstart.llm.proposal_prompts import spoken_conversations
     from headstart.models import ModelError, cache_dir, resolve_model
 
-    if args.threads < 1 or args.epochs < 1 or args.max_new_tokens < 2:
-        print("error: --threads and --epochs must be >= 1, --max-new-tokens >= 2", file=sys.stderr)
+    if args.threads < 1 or args.epochs < 1 or args.max_new_tokens < 2 or args.synthetic < 0 or args.batch_size < 1:
+        print("error: --threads, --epochs and --batch-size must be >= 1, --max-new-tokens >= 2, --synthetic >= 0",
+              file=sys.stderr)
+        return 2
+    try:
+        sizes = _parse_sizes(args.train_positions)
+    except ValueError:
+        print(f"error: --train-positions must be comma-separated positive ints or 'all', got {args.train_positions!r}",
+              file=sys.stderr)
         return 2
     try:
         folder = resolve_model(args.model)
@@ -423,16 +729,18 @@ def run_from_args(args: Any) -> int:
     if any(not 1 <= layer < n for layer in layers):
         print(f"error: exit layers must be in [1, {n - 1}] for this {n}-layer model, got {layers}", file=sys.stderr)
         return 2
+    # Shards store these layers (n/6, n/4, n/3, n/2 and the asked ones) so that other choices reuse them.
+    stored = sorted({*layers, max(1, n // 6), max(1, n // 4), max(1, n // 3), max(1, n // 2)})
     system_prompt = LLMConfig().system_prompt
     conversations = default_conversations(multi_turn_training=not args.quick)
+    held_texts = [t for c in conversations if c.held_out for r, t in c.messages if r == "user"]
+    synthetic = [Conversation(m) for m in spoken_conversations(args.synthetic, exclude=held_texts)]
     key = model_key(folder)
-    data_path = cache_dir() / "proposal" / key / f"replies-{data_key(key, conversations, system_prompt, args.max_new_tokens)}.json"
     t0 = time.perf_counter()
+    interactive = sys.stderr.isatty()
     with Progress(TextColumn("{task.description:<12}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  disable=args.json or not sys.stderr.isatty(), transient=False) as bar:
+                  disable=args.json or not interactive, transient=False) as bar:
         tasks: dict[str, Any] = {}
-
-        interactive = sys.stderr.isatty()
         last: dict[str, int] = {}
 
         def progress(stage: str, done: int, total: int) -> None:
@@ -446,41 +754,82 @@ def run_from_args(args: Any) -> int:
                 tasks[stage] = bar.add_task(stage, total=total)
             bar.update(tasks[stage], completed=done, total=total)
 
-        cached = data_path.is_file()
-        sequences = collect_replies(model, tokenizer, conversations, system_prompt, args.max_new_tokens,
-                                    cache_path=data_path, progress=progress)
+        base_prompts = render_prompts(tokenizer, conversations, system_prompt)
+        shared = _shared_prefix(base_prompts)
+        ends = _end_ids(model, tokenizer)
+        pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(ends)
+        groups = [conversations] + [synthetic[i : i + SHARD_CONVERSATIONS]
+                                    for i in range(0, len(synthetic), SHARD_CONVERSATIONS)]
+        parts, cached_all = [], True
+        for g, group in enumerate(groups):
+            prompts = base_prompts if g == 0 else render_prompts(tokenizer, group, system_prompt)
+            shard = data_key(key, group, system_prompt, args.max_new_tokens)
+            path = cache_dir() / "proposal" / key / f"shard-{shard}.safetensors"
+            _, part, cached = cached_generate_features(
+                model, prompts, stored, ends, shared, path, args.max_new_tokens, args.batch_size, pad,
+                lambda stage, done, total, g=g: progress(f"data {g + 1}/{len(groups)}", done, total))
+            cached_all &= cached
+            part.held_out = torch.tensor([group[int(c)].held_out for c in part.conv.tolist()], dtype=torch.bool) \
+                if len(part.conv) else part.held_out
+            parts.append(part)
+        features = concat_features(parts)
         gen_s = time.perf_counter() - t0
-        features = extract_features(model, sequences, [c.held_out for c in conversations], layers, progress)
-        results = {layer: train_head(model, features, layer, args.kind, args.rank, args.epochs, progress=progress)
-                   for layer in layers}
-    chosen = results[exit_layer]
-    n_train = int((~features.held_out).sum())
+        held_mask, held_reply_mask = features.held_out, features.held_out & features.reply
+        untrained = {layer: (untrained_agreement(model, features, layer, held_mask),
+                             untrained_agreement(model, features, layer, held_reply_mask)) for layer in layers}
+        runs = []
+        for size in sizes:
+            subset = limit_training(features, size)
+            for layer in layers:
+                result = train_head(model, subset, layer, args.kind, args.rank, args.epochs, progress=progress,
+                                    untrained=untrained[layer])
+                runs.append((size, layer, subset, result))
     n_held = int(features.held_out.sum())
+    held_reply = features.held_out & features.reply
+    rows = []
+    for size, layer, subset, r in runs:
+        match = head_matches(model, r.head, subset, subset.held_out & subset.reply)
+        conv = subset.conv[subset.held_out & subset.reply]
+        spec = {k: draft_acceptance(match, conv, k) for k in (3, 4)}
+        rows.append({"train_positions": int((~subset.held_out).sum()), "exit_layer": layer,
+                     "agreement": round(r.agreement, 4), "agreement_reply": round(r.agreement_reply, 4),
+                     "untrained": round(r.untrained, 4), "untrained_reply": round(r.untrained_reply, 4),
+                     "mean_accepted_k3": round(spec[3]["mean_accepted"], 3),
+                     "mean_accepted_k4": round(spec[4]["mean_accepted"], 3),
+                     "acceptance_rate_k3": round(spec[3]["acceptance_rate"], 4),
+                     "vocab_size": len(r.head.vocab_ids or ()), "first_loss": round(r.losses[0], 4),
+                     "final_loss": round(r.losses[-1], 4), "train_s": round(r.seconds, 1)})
+    chosen_size, _, chosen_subset, chosen = [x for x in runs if x[1] == exit_layer][-1]
+    n_train = int((~chosen_subset.held_out).sum())
     chosen.head.meta = {
         "model_key": key, "kind": args.kind, "epochs": args.epochs, "train_positions": n_train,
         "held_out_positions": n_held, "agreement": chosen.agreement, "agreement_reply": chosen.agreement_reply,
         "untrained_agreement": chosen.untrained, "vocab_size": len(chosen.head.vocab_ids or ()),
+        "synthetic_conversations": args.synthetic,
     }
-    out = Path(args.out) if args.out else default_head_path(folder, exit_layer)
-    chosen.head.save(out)
+    out = None
+    if not args.no_save:
+        out = Path(args.out) if args.out else default_head_path(folder, exit_layer)
+        chosen.head.save(out)
     report = {
-        "model": args.model, "num_layers": n, "exit_layer": exit_layer, "kind": args.kind, "head_path": str(out),
-        "conversations": len(conversations), "train_positions": n_train, "held_out_positions": n_held,
-        "data_cached": cached, "generate_s": round(gen_s, 1), "total_s": round(time.perf_counter() - t0, 1),
-        "per_layer": [{"exit_layer": layer, "agreement": round(r.agreement, 4),
-                       "agreement_reply": round(r.agreement_reply, 4), "untrained": round(r.untrained, 4),
-                       "untrained_reply": round(r.untrained_reply, 4), "final_loss": round(r.losses[-1], 4),
-                       "first_loss": round(r.losses[0], 4), "train_s": round(r.seconds, 1)}
-                      for layer, r in results.items()],
+        "model": args.model, "num_layers": n, "exit_layer": exit_layer, "kind": args.kind, "rank": args.rank,
+        "epochs": args.epochs, "head_path": str(out) if out else None,
+        "conversations": len(conversations) + len(synthetic), "synthetic": len(synthetic),
+        "train_positions": n_train, "held_out_positions": n_held, "held_out_reply_positions": int(held_reply.sum()),
+        "data_cached": cached_all, "data_s": round(gen_s, 1), "total_s": round(time.perf_counter() - t0, 1),
+        "runs": rows,
     }
     if not args.json:
-        print(f"\nproposal head: {args.model} ({n} layers), {args.kind}, {n_train} training / {n_held} held-out "
-              f"positions, vocabulary {len(chosen.head.vocab_ids or ())} tokens")
-        print(f"{'exit layer':<12}{'depth':>7}{'trained':>9}{'(reply)':>9}{'untrained':>11}{'(reply)':>9}{'loss':>15}")
-        for row in report["per_layer"]:
-            print(f"{row['exit_layer']:<12}{row['exit_layer'] / n:>7.2f}{row['agreement']:>9.1%}"
-                  f"{row['agreement_reply']:>9.1%}{row['untrained']:>11.1%}{row['untrained_reply']:>9.1%}"
-                  f"{row['first_loss']:>7.2f}->{row['final_loss']:.2f}")
-        print(f"saved exit layer {exit_layer} head to {out}")
+        print(f"\nproposal head: {args.model} ({n} layers), {args.kind}, {n_held} held-out positions "
+              f"({int(held_reply.sum())} reply), data {gen_s:.0f} s{' (cached)' if cached_all else ''}")
+        print(f"{'train pos':>10}{'layer':>6}{'depth':>6}{'trained':>9}{'(reply)':>9}{'untrained':>10}{'(reply)':>9}"
+              f"{'acc k3':>8}{'acc k4':>8}{'vocab':>7}{'loss':>13}{'s':>6}")
+        for row in rows:
+            print(f"{row['train_positions']:>10}{row['exit_layer']:>6}{row['exit_layer'] / n:>6.2f}"
+                  f"{row['agreement']:>9.1%}{row['agreement_reply']:>9.1%}{row['untrained']:>10.1%}"
+                  f"{row['untrained_reply']:>9.1%}{row['mean_accepted_k3']:>8.2f}{row['mean_accepted_k4']:>8.2f}"
+                  f"{row['vocab_size']:>7}{row['first_loss']:>6.2f}->{row['final_loss']:<5.2f}{row['train_s']:>6.0f}")
+        if out:
+            print(f"saved exit layer {exit_layer} head ({n_train} training positions) to {out}")
     print(json.dumps(report))
     return 0
