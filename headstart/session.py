@@ -192,13 +192,19 @@ class Session:
     async def _llm_eou(self, text: str) -> float | None:
         """The default scorer: `self._eou_model` on the llm thread. None (unknown, the endpointer then
         waits its plain `silence_s`) while the user is speaking (the listener asks on every partial;
-        mid-speech estimates would cost LLM time that ASR needs, and the VAD's speech end asks again),
-        while a reply is in progress (the llm thread is the reply's), and for a job that went stale or
-        found a confirmed reply waiting when the llm thread got to it."""
-        if self.turns.user is UserState.SPEAKING or self.reply_active or not text.strip():
+        mid-speech estimates would cost LLM time that ASR needs, and the VAD's speech end asks again)
+        unless the VAD already hears silence (a partial then is likely the whole turn: its estimate,
+        and the reply prompt prefilled with it, are ready when the speech end is confirmed), while a
+        reply is in progress (the llm thread is the reply's), and for a job that went stale or found a
+        confirmed reply waiting when the llm thread got to it."""
+        speaking = self.turns.user is UserState.SPEAKING and not self._listener_silence_pending()
+        if speaking or self.reply_active or not text.strip():
             self.eou_stats["skipped"] += 1
             return None
         return await asyncio.shield(self._eou_future(text))
+
+    def _listener_silence_pending(self) -> bool:
+        return bool(getattr(self._listener, "silence_pending", False))
 
     def _eou_future(self, text: str) -> asyncio.Future:
         """The EOU estimate of `text` in this utterance: submitted to the llm thread now (so it runs
@@ -277,6 +283,7 @@ class Session:
         self._ensure_listening()
         if self._live is None and self._held is None:
             self._prewarm()
+        self._listener.bargein_armed = self.turns.bargein_armed  # the VAD's quicker start over the reply
         await self._listener.push(frame)
         if self._echo is not None:
             mono = to_mono_float32(frame.samples)

@@ -158,3 +158,37 @@ def test_no_cadence_pass_starts_in_the_first_moments_of_a_silence(sentence, exec
     check_turn_shape(events)
     stops = {round((offset_s + length_s) * 16000) for offset_s, length_s, _ in asr.calls}
     assert len(stops) > 20 and not stops & young
+
+
+def test_silence_pending_is_the_unconfirmed_silence_after_speech(sentence, executor):
+    """`Listener.silence_pending` (the session scores partials heard then): True from the VAD's first
+    silent windows after speech until the SpeechEnded; False during speech and after the end."""
+    from headstart.audio import AudioFrame
+
+    lst = listener(EnergyASR(), executor, endpoint=EndpointConfig(semantic=False))
+    seen: list[tuple[bool, bool]] = []  # (silence_pending, the speech end was emitted)
+    events: list[object] = []
+
+    async def main():
+        async def consume():
+            async for event in lst:
+                events.append(event)
+
+        consumer = asyncio.create_task(consume())
+        audio = np.concatenate([sentence, silence(1.0)])
+        step = 320
+        for start in range(0, audio.shape[0], step):
+            await lst.push(AudioFrame(audio[start : start + step], 16000))
+            await asyncio.sleep(0)
+            seen.append((lst.silence_pending, any(isinstance(e, SpeechEnded) for e in events)))
+        await lst.end_input()
+        await asyncio.wait_for(consumer, 10)
+
+    asyncio.run(main())
+    speech_frames = sentence.shape[0] // 320
+    pending = [i for i, (p, _) in enumerate(seen) if p]
+    assert pending, "no silence was ever pending"
+    assert sum(p for p, _ in seen[:speech_frames]) < speech_frames / 2  # word gaps only while speaking
+    first_end = next(i for i, (_, ended) in enumerate(seen) if ended)
+    assert any(first_end - 20 <= i < first_end for i in pending)  # pending just before the end
+    assert not any(p for p, _ in seen[first_end + 1 :])  # and not after it

@@ -82,6 +82,37 @@ def test_speech_end_scores_the_latest_partial_for_the_head_start_only(monkeypatc
         components.close()
 
 
+def test_a_partial_heard_while_the_vad_hears_silence_is_scored_and_preempts_at_the_speech_end(monkeypatch):
+    model = RecordingEOU(0.6)
+    Session, components = make(monkeypatch, model)
+
+    async def main():
+        session = Session(components, clock=FakeClock())
+        session._on_listener_event(SpeechStarted(0.1))
+        session._listener.silence_pending = True  # the VAD hears silence, not yet confirmed as the end
+        session._on_listener_event(PartialTranscript("", "turn on the lights", 1.0))
+        assert await session._score_eou("turn on the lights") == 0.6
+        assert model.calls == ["turn on the lights"]
+        assert session._held is None  # the user may go on: nothing held before the speech end
+        session._listener.silence_pending = False
+        session._on_listener_event(PartialTranscript("", "turn on the lights in", 1.2))
+        assert await session._score_eou("turn on the lights in") is None  # speaking again
+        session._listener.silence_pending = True
+        session._on_listener_event(PartialTranscript("", "turn on the lights", 1.4))
+        session._on_listener_event(SpeechEnded(1.5))
+        # the estimate was known at the speech end: the held reply starts on it (the done future's
+        # callback, one loop turn later), with no second call
+        await asyncio.sleep(0)
+        assert session._held is not None and session._held.hypothesis == "turn on the lights"
+        assert model.calls == ["turn on the lights"]
+        await session.aclose()
+
+    try:
+        asyncio.run(main())
+    finally:
+        components.close()
+
+
 def test_a_low_probability_holds_nothing_and_eou_none_disables_it(monkeypatch):
     model = RecordingEOU(0.05)
     Session, components = make(monkeypatch, model)

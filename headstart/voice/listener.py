@@ -268,6 +268,12 @@ class Listener:
         """Whether an ASR pass is in flight."""
         return self._task is not None
 
+    @property
+    def silence_pending(self) -> bool:
+        """Whether the VAD hears silence after speech that it has not confirmed as the speech's end
+        yet (a SpeechEnded follows `VADConfig.min_silence_s` in, unless the speech resumes)."""
+        return self._vad.silence_since_s is not None
+
     # -- output ---------------------------------------------------------------------------------
     def __aiter__(self) -> Listener:
         return self
