@@ -1,8 +1,9 @@
 """Word error rate (WER) with the text normalisation that ASR scoring needs.
 
 Whisper writes numbers as digits and adds punctuation and capitals; references may spell numbers out
-or carry "..." and hyphens. Both sides are normalised the same way (``normalize_text``) before the
-word-level Levenshtein alignment (the ``jiwer`` library) is computed:
+or carry "...", hyphens and non-speech notes ("(simple tone sound plays)"). Both sides are normalised
+the same way (``normalize_text``) before the word-level Levenshtein alignment (the ``jiwer`` library)
+is computed:
 
     WER = (substitutions + deletions + insertions) / number of reference words
 """
@@ -15,6 +16,25 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 _ABBREVIATIONS = {"mr": "mister", "mrs": "missus", "ms": "miss"}
+# Rules taken from Whisper's EnglishTextNormalizer (Radford et al. 2022, appendix C; whisper/normalizers/
+# english.py, also in transformers.models.whisper.english_normalizer). That class is not used whole: it
+# turns number words into digits unevenly ("two nine three four zero" -> "29340" but "2 9 3 4 0" stays
+# five words; "press 1" -> "press one" but "or 2" stays) and needs the British/American spelling map
+# (normalizer.json) that ships with the hub tokenizer, not with the package.
+_BRACKETED_RE = re.compile(r"\[[^\]]*\]|<[^>]*>|\([^)]*\)")  # non-speech notes: "(tone plays)", "[music]"
+_FILLERS = frozenset({"hmm", "mm", "mhm", "mmm", "uh", "um"})
+# unambiguous contractions only ("'s" is is/has/possessive and "'d" would/had: kept as written)
+_CONTRACTIONS = (
+    (re.compile(r"\bwon't\b"), "will not"),
+    (re.compile(r"\bcan't\b"), "can not"),
+    (re.compile(r"\bcannot\b"), "can not"),
+    (re.compile(r"\blet's\b"), "let us"),
+    (re.compile(r"n't\b"), " not"),
+    (re.compile(r"'re\b"), " are"),
+    (re.compile(r"'ll\b"), " will"),
+    (re.compile(r"'ve\b"), " have"),
+    (re.compile(r"\bi'm\b"), "i am"),
+)
 _SYMBOLS = {"&": " and ", "%": " percent ", "+": " plus ", "@": " at "}
 _APOSTROPHES = str.maketrans({"\u2019": "'", "\u2018": "'", "\u02bc": "'", "`": "'"})
 
@@ -22,6 +42,9 @@ _ORDINAL_RE = re.compile(r"\b(\d+)(st|nd|rd|th)\b")
 _DECIMAL_RE = re.compile(r"\b(\d+)\.(\d+)\b")
 _GROUPED_RE = re.compile(r"\b\d{1,3}(?:,\d{3})+\b")
 _INTEGER_RE = re.compile(r"\d+")
+# a digit string: 5+ digits with no thousands separator (Whisper writes "10,000"), or a leading zero:
+# a phone, account or PIN number, read digit by digit ("29340" -> "two nine three four zero")
+_DIGIT_STRING_RE = re.compile(r"(?<![\d.,])(?:\d{5,}|0\d+)(?![\d]|[.,]\d)")
 _SPLIT_RE = re.compile(r"[-\u2010-\u2015/_]+")
 _DROP_RE = re.compile(r"[^\w\s']|_")
 
@@ -32,11 +55,22 @@ def _number_words(number: str, to: str = "cardinal") -> str:
     return f" {num2words(int(number), lang='en', to=to)} "
 
 
+def _digit_words(digits: str) -> str:
+    from num2words import num2words
+
+    return " " + " ".join(num2words(int(d), lang="en") for d in digits) + " "
+
+
 def normalize_text(text: str) -> str:
     """Normalise a transcript for WER scoring.
 
-    Lowercase; curly apostrophes made straight; numbers as words via num2words ("10" -> "ten",
-    "1,000" -> "one thousand", "2.5" -> "two point five", "3rd" -> "third", "21" -> "twenty one");
+    Lowercase; curly apostrophes made straight; text in brackets or parentheses removed (non-speech
+    notes: "(simple tone sound plays)", "[music]"); numbers as words via num2words ("10" -> "ten",
+    "1,000" -> "one thousand", "2.5" -> "two point five", "3rd" -> "third", "21" -> "twenty one"),
+    except digit strings (5+ digits without separators, or a leading zero), read digit by digit
+    ("29340" -> "two nine three four zero"); unambiguous contractions expanded ("can't", "cannot" ->
+    "can not", "don't" -> "do not", "i'm" -> "i am", "'re"/"'ll"/"'ve" -> are/will/have; "'s" and "'d"
+    are kept); the fillers "hmm", "mm", "mhm", "mmm", "uh", "um" dropped;
     "mr"/"mrs"/"ms" -> "mister"/"missus"/"miss"; "&", "%", "+", "@" spelled out; hyphens, dashes and
     slashes split words; all other punctuation removed (apostrophes inside words kept: "i'm");
     whitespace collapsed.
@@ -48,6 +82,9 @@ def normalize_text(text: str) -> str:
         Space-separated lowercase words ("" when nothing is left).
     """
     s = unicodedata.normalize("NFKC", str(text)).lower().translate(_APOSTROPHES)
+    s = _BRACKETED_RE.sub(" ", s)
+    for pattern, expansion in _CONTRACTIONS:
+        s = pattern.sub(expansion, s)
     for symbol, words in _SYMBOLS.items():
         s = s.replace(symbol, words)
     s = _ORDINAL_RE.sub(lambda m: _number_words(m.group(1), to="ordinal"), s)
@@ -56,13 +93,14 @@ def normalize_text(text: str) -> str:
         s,
     )
     s = _GROUPED_RE.sub(lambda m: _number_words(m.group(0).replace(",", "")), s)
+    s = _DIGIT_STRING_RE.sub(lambda m: _digit_words(m.group(0)), s)
     s = _INTEGER_RE.sub(lambda m: _number_words(m.group(0)), s)
     s = _SPLIT_RE.sub(" ", s)
     s = _DROP_RE.sub(" ", s)
     words = []
     for word in s.split():
         word = word.strip("'")
-        if word:
+        if word and word not in _FILLERS:
             words.append(_ABBREVIATIONS.get(word, word))
     return " ".join(words)
 
