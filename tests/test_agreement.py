@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headstart.voice.agreement import LocalAgreement
+from headstart.voice.agreement import LocalAgreement, drop_loop_tail
 from headstart.voice.words import Word, join_words, normalize_word
 
 SENTENCE = "he was not an ill disposed young man".split()
@@ -151,3 +151,20 @@ def test_word_helpers():
     words = [Word(" he", 0, 1), Word(" was", 1, 2), Word(" ill", 2, 3), Word("-disposed.", 3, 4)]
     assert join_words(words) == "he was ill-disposed."
     assert join_words(words[2:]) == "ill-disposed." and join_words([]) == ""
+
+
+def test_a_repetition_loop_past_the_end_of_the_audio_is_dropped():
+    # as Whisper tiny.en timed it on dhd_2934z ("two nine three four zero"), a pass ending at 1.716 s
+    loop = [Word(" 29340", 0.156, 1.216), Word(" 0.", 1.216, 1.716), Word(" 29340", 1.716, 1.716),
+            Word(" 0.", 1.716, 1.716), Word(" 293", 1.716, 1.716)]
+    assert join_words(drop_loop_tail(loop)) == "29340 0."
+    # one zero-length word at the end (a word cut by the end of the audio) and zero-length words
+    # inside a hypothesis are kept
+    one = hyp("five five") + [Word(" five", 0.6, 0.6)]
+    assert drop_loop_tail(one) == tuple(one)
+    inside = [Word(" go", 0.0, 0.0), Word(" forward", 0.0, 0.0), Word(" ten", 0.3, 0.5)]
+    assert drop_loop_tail(inside) == tuple(inside)
+    assert drop_loop_tail([]) == ()
+    assert drop_loop_tail(loop, min_run=4) == tuple(loop)
+    with pytest.raises(ValueError):
+        drop_loop_tail(loop, min_run=0)

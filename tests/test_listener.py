@@ -228,6 +228,31 @@ def test_final_text_keeps_committed_words_or_takes_the_full_redecode(sentence, e
     assert final.text.split()[1:] == partials[-1].text.split()[1:]
 
 
+class LoopingASR(EnergyASR):
+    """Adds a repetition loop after the last word, timed as Whisper times words decoded past the end of
+    the audio (zero length, at the end), to every pass (tiny.en did this on dhd_2934z's final pass)."""
+
+    def transcribe(self, samples, offset_s=0.0):
+        result = super().transcribe(samples, offset_s)
+        if not result.words:
+            return result
+        end_s = offset_s + samples.shape[0] / SR
+        words = result.words + tuple(Word(" " + w.text.strip(), end_s, end_s) for w in result.words[-2:] * 2)
+        return Transcription(words, join_words(words), 0.0, -0.1, result.audio_s)
+
+
+@pytest.mark.parametrize("final_redecode", [False, True])
+def test_a_repetition_loop_past_the_end_of_the_audio_is_not_transcribed(sentence, executor, final_redecode):
+    audio = np.concatenate([sentence, silence(1.0)])
+    plain = asyncio.run(run_listener(make_listener(EnergyASR(), executor, final_redecode=final_redecode), audio))
+    looping = asyncio.run(run_listener(make_listener(LoopingASR(), executor, final_redecode=final_redecode), audio))
+    final = [e.text for e in looping if isinstance(e, FinalTranscript)]
+    assert final == [e.text for e in plain if isinstance(e, FinalTranscript)] and final[0]
+    for e in looping:
+        if isinstance(e, PartialTranscript):
+            assert len(e.text.split()) == len(set(e.text.split())), e.text  # no word twice
+
+
 def test_pause_shorter_than_silence_s_is_one_utterance(sentence, executor):
     """cases.md (turn): speech, a pause, more speech -> one turn covering both parts."""
     audio = np.concatenate([sentence, silence(1.0), sentence, silence(2.5)])

@@ -16,6 +16,30 @@ from collections.abc import Sequence
 
 from headstart.voice.words import Word, join_words
 
+# Whisper's word timestamps (cross-attention DTW, 20 ms steps) give a word it aligned inside the audio
+# at least one step; a repetition loop decoded past the end of the audio gets words of zero length
+# there (measured, dhd_2934z: "29340 0." then " 29340", " 0.", " 293" all at 1.716-1.716 s)
+_ZERO_LENGTH_S = 1e-3
+
+
+def drop_loop_tail(words: Sequence[Word], min_run: int = 2) -> tuple[Word, ...]:
+    """`words` without a trailing run of at least `min_run` zero-length words (a repetition loop
+    Whisper decoded past the end of the audio). Shorter runs and zero-length words elsewhere are kept.
+
+    Args:
+        words: one hypothesis, in order.
+        min_run: the shortest trailing run dropped (>= 1).
+
+    Returns:
+        The kept words, in order.
+    """
+    if min_run < 1:
+        raise ValueError(f"min_run must be >= 1, got {min_run}")
+    keep = len(words)
+    while keep > 0 and words[keep - 1].end_s - words[keep - 1].start_s < _ZERO_LENGTH_S:
+        keep -= 1
+    return tuple(words) if len(words) - keep < min_run else tuple(words[:keep])
+
 
 class LocalAgreement:
     """A synchronous policy: `push(hypothesis)` -> newly committed words; `flush()`; `reset()`.

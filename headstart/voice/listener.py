@@ -61,7 +61,7 @@ import numpy as np
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, StreamResampler, to_mono_float32
 from headstart.config import ASRConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
-from headstart.voice.agreement import LocalAgreement
+from headstart.voice.agreement import LocalAgreement, drop_loop_tail
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.vad import VAD
 from headstart.voice.words import join_words
@@ -486,10 +486,11 @@ class Listener:
             return
         self._task = None
         agreement = utterance.agreement
-        agreement.push(result.words)
+        words = drop_loop_tail(result.words)  # a repetition loop past the audio's end is no speech
+        agreement.push(words)
         if stop >= utterance.covered:
             utterance.covered = stop
-            utterance.newest_words = tuple(agreement.committed[: utterance.trimmed_words]) + tuple(result.words)
+            utterance.newest_words = tuple(agreement.committed[: utterance.trimmed_words]) + words
         if utterance is self._current:
             words = agreement.committed + agreement.pending
             self._endpointer.push_words(words[-1].end_s if words else None, stop / SAMPLE_RATE_HZ)
