@@ -11,7 +11,9 @@ turn detectors such as LiveKit's and Pipecat's Smart Turn train a whole model in
 Training is self-supervised from text (`train`): each complete utterance (trailing punctuation stripped,
 as Whisper adds periods whether the speaker finished or not) is a positive; the same utterance cut at
 each word boundary is a negative (one forward per utterance gives the hidden state at every cut). The
-text is this package's own `eou_heads/sentences.txt` (written for the project, not the bench set).
+text is this package's own `eou_heads/sentences.txt` (written for the project, not the bench set); the
+training set is built by `headstart/llm/eou_data.py` (other labellings and synthetic short turns as
+options; no text that overlaps the bench transcripts).
 
 Weights are tiny (3 x hidden_size float32: ~7 KB for SmolLM2-135M, ~11 KB for Qwen2.5-0.5B) and ship in
 the package (`headstart/llm/eou_heads/NAME.npz`); `headstart llm train-eou --model NAME` trains them
@@ -262,14 +264,22 @@ def cut_examples(text: str) -> list[tuple[str, int]]:
     return out
 
 
-def _sentence_features(head: EOUHead, messages: Sequence[Mapping[str, str]], text: str) -> list[tuple[np.ndarray, float, int]]:
-    """(hidden state, raw token probability, label) for each example of `cut_examples(text)`, from one
-    forward of the whole utterance where the tokenisation allows (a cut whose prompt is not a token
-    prefix of the whole one gets its own forward)."""
-    examples = cut_examples(text)
+def _sentence_features(head: EOUHead, messages: Sequence[Mapping[str, str]], text: Any) -> list[tuple[np.ndarray, float, int]]:
+    """(hidden state, raw token probability, label) for each labelled prefix of `text` (an
+    `eou_data.Utterance`, or a str: every cut, `cut_examples`), from one forward of the whole
+    utterance where the tokenisation allows (a prefix whose prompt is not a token prefix of the whole
+    one gets its own forward)."""
+    from headstart.llm.eou_data import Utterance, prefix_text
+
+    if isinstance(text, Utterance):
+        examples = [(prefix_text(text.text, k), label) for k, label in text.cuts]
+        examples = [(t, label) for t, label in examples if t]
+        full_text = _strip(text.text)
+    else:
+        examples = cut_examples(text)
+        full_text = examples[-1][0] if examples else ""
     if not examples:
         return []
-    full_text = examples[-1][0]
     full_ids, _ = head._token.prompt_ids(messages, full_text)
     feats = head.features(messages, full_text)
     first = len(full_ids) - feats.num_computed  # position of hidden row 0
@@ -277,10 +287,10 @@ def _sentence_features(head: EOUHead, messages: Sequence[Mapping[str, str]], tex
     for cut, label in examples:
         ids, _ = head._token.prompt_ids(messages, cut)
         pos = len(ids) - 1
-        if cut is not full_text and full_ids[: len(ids)] == ids and pos >= first:
+        if cut != full_text and full_ids[: len(ids)] == ids and pos >= first:
             out.append((feats.hidden[pos - first], math.nan, label))
         else:
-            f = feats if cut is full_text else head.features(messages, cut)
+            f = feats if cut == full_text else head.features(messages, cut)
             out.append((f.hidden[-1], f.token_probability, label))
     return out
 
@@ -338,7 +348,7 @@ def fit_logistic(x: np.ndarray, y: np.ndarray, l2: float, steps: int = 200) -> t
 def train(
     engine: Any,
     model: str,
-    sentences: Iterable[str],
+    sentences: Iterable[Any],
     system_prompt: str,
     *,
     l2_values: Sequence[float] = (1e-3, 1e-2, 1e-1),
@@ -347,35 +357,44 @@ def train(
     folds: int = 5,
     log=lambda *_: None,
 ) -> EOUHeadWeights:
-    """Train a head for `engine`'s model on complete `sentences` and their cuts (see module docstring).
+    """Train a head for `engine`'s model on labelled utterances (see module docstring).
 
-    The L2 strength is chosen on a held-out fifth of the sentences (split by sentence), then the head
-    is refit on all. The chat context is [system_prompt, user text], as in a first turn.
+    `sentences`: `eou_data.Utterance`s (a text and its labelled prefixes: `eou_data.training_utterances`)
+    or complete utterances as str (each with all its cuts as negatives, `eou_data.all_cuts`). The L2
+    strength is chosen on a held-out fifth of the utterances (split by utterance), then the head is
+    refit on all. The chat context is [system_prompt, user text], as in a first turn.
 
-    Thresholds: `folds`-fold out-of-fold probabilities (split by sentence) of the complete utterances
-    of four words or more and of all their cuts go to `calibrate_thresholds(max_cutoff=...)`; the
-    result is stored in `info` (`eou_low`, `eou_high`: `EOUHeadWeights.thresholds`).
+    Thresholds: `folds`-fold out-of-fold probabilities (split by utterance) of the hand-written
+    utterances (source "sentences") of four words or more and of their labelled cuts go to
+    `calibrate_thresholds(max_cutoff=...)`; the result is stored in `info` (`eou_low`, `eou_high`:
+    `EOUHeadWeights.thresholds`).
+
+    Raises:
+        ValueError: fewer than 10 utterances.
     """
+    from headstart.llm.eou_data import Utterance, all_cuts
+
     started = time.perf_counter()
-    sentences = [s for s in sentences if _strip(s)]
-    if len(sentences) < 10:
-        raise ValueError(f"need at least 10 training sentences, got {len(sentences)}")
+    utterances = [s if isinstance(s, Utterance) else all_cuts(s) for s in sentences if _strip(getattr(s, "text", s))]
+    if len(utterances) < 10:
+        raise ValueError(f"need at least 10 training sentences, got {len(utterances)}")
     head = EOUHead(engine, _placeholder(engine, model))
     messages = [{"role": "system", "content": system_prompt}]
     rows: list[tuple[int, np.ndarray, int]] = []
-    long_enough: list[bool] = []  # the row's utterance has >= 4 words (calibration set)
-    for i, sentence in enumerate(sentences):
-        feats = _sentence_features(head, messages, sentence)
+    long_enough: list[bool] = []  # a hand-written utterance of >= 4 words or one of its cuts (calibration set)
+    for i, utt in enumerate(utterances):
+        feats = _sentence_features(head, messages, utt)
+        hand = utt.source == "sentences" and len(_strip(utt.text).split()) >= 4
         for hidden, _p, label in feats:
             rows.append((i, hidden, label))
-            long_enough.append(len(feats) >= 4)
-        if (i + 1) % 50 == 0:
-            log(f"  features: {i + 1}/{len(sentences)} utterances")
+            long_enough.append(hand)
+        if (i + 1) % 100 == 0:
+            log(f"  features: {i + 1}/{len(utterances)} utterances ({time.perf_counter() - started:.0f} s)")
     group = np.array([g for g, _, _ in rows])
     x = np.stack([h for _, h, _ in rows]).astype(np.float64)
     y = np.array([lab for _, _, lab in rows], np.float64)
     rng = np.random.default_rng(seed)
-    held = rng.permutation(len(sentences))[: max(len(sentences) // 5, 2)]
+    held = rng.permutation(len(utterances))[: max(len(utterances) // 5, 2)]
     is_held = np.isin(group, held)
     best = None
     for l2 in l2_values:
@@ -387,20 +406,22 @@ def train(
             best = (l2, score)
     # out-of-fold probabilities for the thresholds (a head scores its own training text too well)
     oof = np.empty(len(y))
-    fold_of = rng.permutation(len(sentences)) % max(folds, 2)
+    fold_of = rng.permutation(len(utterances)) % max(folds, 2)
     for f in range(max(folds, 2)):
         test = fold_of[group] == f
         mean, scale, w, b = fit_logistic(x[~test], y[~test], best[0])
         oof[test] = EOUHeadWeights(model, mean, scale, w, b).probability(x[test])
     use = np.asarray(long_enough)
+    if not (use & (y > 0)).any() or not (use & (y == 0)).any():  # no hand-written utterance of >= 4 words
+        use = np.ones(len(y), bool)
     calibration = calibrate_thresholds(oof[use & (y > 0)], oof[use & (y == 0)], max_cutoff=max_cutoff)
     log(f"  out-of-fold AUC {auc(oof, y):.3f}; thresholds {calibration}")
     mean, scale, w, b = fit_logistic(x, y, best[0])
     info = {
-        "sentences": len(sentences), "examples": int(len(y)), "positives": int(y.sum()), "l2": best[0],
+        "sentences": len(utterances), "examples": int(len(y)), "positives": int(y.sum()), "l2": best[0],
         "heldout_auc": round(best[1], 4), "system_prompt_chars": len(system_prompt),
-        "oof_auc": round(auc(oof, y), 4), **calibration, "max_cutoff": max_cutoff,
-        "train_s": round(time.perf_counter() - started, 1),
+        "oof_auc": round(auc(oof, y), 4), **calibration,
+        "max_cutoff": max_cutoff, "seed": seed, "train_s": round(time.perf_counter() - started, 1),
     }
     return EOUHeadWeights(model, mean, scale, w, b, info)
 
@@ -527,6 +548,12 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--quantize", choices=("auto", "int8", "none"), default=None,
                         help="the LLM's quantisation while training (default: LLMConfig.quantize, as the session loads it; "
                              "int8 changes the hidden states a little)")
+    parser.add_argument("--labels", choices=("all-cuts", "pause-points"), default="all-cuts",
+                        help="negatives: every cut of a sentence (all-cuts, the shipped heads) or only cuts that read cut off "
+                             "(pause-points, llm/eou_data.py label_cuts; measured in docs/listening.md, session 4)")
+    parser.add_argument("--synthetic", type=int, default=0,
+                        help="short complete turns generated from templates (llm/eou_data.py) added to the sentences (default 0)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic turns and of the splits (default 0)")
     parser.add_argument("--max-cutoff", type=float, default=0.03,
                         help="calibrate eou_low/eou_high for at most this expected false cut-off rate (default 0.03)")
     parser.add_argument("--out", default=None, help="where to write the head (default: the cache, which wins over the packaged head)")
@@ -540,6 +567,7 @@ def run_from_args(args: Any, bench_texts: Any = None) -> int:
     `bench_texts`: a callable returning the evaluation texts for `--evaluate-bench` (the CLI passes the
     packaged bench transcripts; llm/ does not import bench/)."""
     from headstart.config import LLMConfig, ThreadPlan
+    from headstart.llm.eou_data import training_utterances
     from headstart.llm.engine import LLMEngine
     from headstart.models import ModelError
 
@@ -556,10 +584,22 @@ def run_from_args(args: Any, bench_texts: Any = None) -> int:
         quantize = getattr(args, "quantize", None)
         if quantize is not None:
             config = replace(config, quantize=None if quantize == "none" else quantize)
+        seed = getattr(args, "seed", 0)
+        synthetic = getattr(args, "synthetic", 0)
+        labels = getattr(args, "labels", "all-cuts")
+        if synthetic < 0:
+            raise ValueError(f"--synthetic must be >= 0, got {synthetic}")
+        # the bench transcripts are the held-out measure: no training text may equal one, a prefix of one
+        # (the pause set's cuts) or a run of three of its words
+        held_out = list(bench_texts()) if bench_texts is not None else []
+        utterances, dropped = training_utterances(sentences, labels=labels, seed=seed, synthetic=synthetic, exclude=held_out)
+        print(f"train-eou: {len(utterances)} utterances ({synthetic} synthetic asked), "
+              f"{dropped} labelled texts dropped for overlap with {len(held_out)} bench transcripts")
         engine = LLMEngine.from_config(config, ThreadPlan(torch_threads=1))
-        weights = train(engine, args.model, sentences, config.system_prompt, log=print,
+        weights = train(engine, args.model, utterances, config.system_prompt, log=print, seed=seed,
                         max_cutoff=getattr(args, "max_cutoff", 0.03))
         weights.info["quantize"] = getattr(engine, "quantize", None) or config.quantize
+        weights.info.update(labels=labels, synthetic=synthetic, overlap_dropped=dropped, held_out_texts=len(held_out))
     except (FileNotFoundError, ValueError, ModelError) as exc:
         print(f"train-eou: {exc}")
         return 2
