@@ -139,6 +139,20 @@ def test_train_on_a_few_sentences_and_a_mismatched_head_is_refused(engine):
 
 
 @pytest.mark.slow
+def test_train_on_labelled_utterances_reads_only_their_labelled_prefixes(engine):
+    from headstart.llm import eou_data as D
+
+    utterances, _ = D.training_utterances(H.packaged_sentences()[:10], labels="pause-points", synthetic=10, seed=1)
+    rows = H._sentence_features(H.EOUHead(engine, H._placeholder(engine, "smollm2-135m")), SYSTEM, utterances[-1])
+    assert [label for _, _, label in rows] == [label for _, label in utterances[-1].cuts]
+    weights = H.train(engine, "smollm2-135m", utterances, LLMConfig().system_prompt, l2_values=(0.1,))
+    assert weights.info["sentences"] == 20 and weights.info["positives"] == 20
+    assert weights.info["examples"] == sum(len(u.cuts) for u in utterances)
+    low, high = weights.thresholds
+    assert 0 < low < high < 1
+
+
+@pytest.mark.slow
 def test_head_separates_the_bench_transcripts_better_than_chance_and_reports_both(engine):
     from headstart.bench.data import recordings
 
