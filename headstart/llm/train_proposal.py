@@ -794,9 +794,12 @@ def run_from_args(args: Any) -> int:
         rows.append({"train_positions": int((~subset.held_out).sum()), "exit_layer": layer,
                      "agreement": round(r.agreement, 4), "agreement_reply": round(r.agreement_reply, 4),
                      "untrained": round(r.untrained, 4), "untrained_reply": round(r.untrained_reply, 4),
+                     "agreement_train": round(evaluate(model, r.head, subset, ~subset.held_out), 4),
                      "mean_accepted_k3": round(spec[3]["mean_accepted"], 3),
                      "mean_accepted_k4": round(spec[4]["mean_accepted"], 3),
                      "acceptance_rate_k3": round(spec[3]["acceptance_rate"], 4),
+                     "tokens_per_step_k3": round(spec[3]["tokens_per_step"], 3),
+                     "tokens_per_step_k4": round(spec[4]["tokens_per_step"], 3),
                      "vocab_size": len(r.head.vocab_ids or ()), "first_loss": round(r.losses[0], 4),
                      "final_loss": round(r.losses[-1], 4), "train_s": round(r.seconds, 1)})
     chosen_size, _, chosen_subset, chosen = [x for x in runs if x[1] == exit_layer][-1]
@@ -823,12 +826,12 @@ def run_from_args(args: Any) -> int:
         print(f"\nproposal head: {args.model} ({n} layers), {args.kind}, {n_held} held-out positions "
               f"({int(held_reply.sum())} reply), data {gen_s:.0f} s{' (cached)' if cached_all else ''}")
         print(f"{'train pos':>10}{'layer':>6}{'depth':>6}{'trained':>9}{'(reply)':>9}{'untrained':>10}{'(reply)':>9}"
-              f"{'acc k3':>8}{'acc k4':>8}{'vocab':>7}{'loss':>13}{'s':>6}")
+              f"{'acc k3':>8}{'acc k4':>8}{'vocab':>7}{'train':>7}{'loss':>13}{'s':>6}")
         for row in rows:
             print(f"{row['train_positions']:>10}{row['exit_layer']:>6}{row['exit_layer'] / n:>6.2f}"
                   f"{row['agreement']:>9.1%}{row['agreement_reply']:>9.1%}{row['untrained']:>10.1%}"
                   f"{row['untrained_reply']:>9.1%}{row['mean_accepted_k3']:>8.2f}{row['mean_accepted_k4']:>8.2f}"
-                  f"{row['vocab_size']:>7}{row['first_loss']:>6.2f}->{row['final_loss']:<5.2f}{row['train_s']:>6.0f}")
+                  f"{row['vocab_size']:>7}{row['agreement_train']:>7.1%}{row['first_loss']:>6.2f}->{row['final_loss']:<5.2f}{row['train_s']:>6.0f}")
         if out:
             print(f"saved exit layer {exit_layer} head ({n_train} training positions) to {out}")
     print(json.dumps(report))
