@@ -1,16 +1,22 @@
 """Distil a proposal head (proposal.py) from the model's own greedy replies, on CPU, in minutes.
 
 1. Data: the model answers varied spoken-style prompts greedily (our system prompt; everyday questions,
-   the bench's speech transcripts as user turns, follow-ups in a multi-turn chat). The generated ids
-   are cached on disk, keyed by the model and the prompt set, so a second run skips this step.
-2. Features: one teacher-forced forward per conversation gives, at every position after the shared
-   system prompt, the hidden state after each exit layer and the full model's next-token argmax and
-   final (normed) hidden state.
+   the bench's speech transcripts as user turns, follow-ups in a multi-turn chat, and any number of
+   prompts composed by proposal_prompts.py). `generate_features` decodes them in batches over a shared
+   system-prompt KV cache and records, at every position after the shared system prompt, the hidden
+   state after each exit layer and the full model's next-token argmax and final (normed) hidden state
+   (the same as one teacher-forced forward per conversation, `extract_features`, without the second
+   pass). Cached on disk in shards keyed by the model, the prompts and the settings
+   (`cached_generate_features`), so more data generates only the new shards and a rerun only trains.
+2. Features of the held-out conversations come from the same pass; `extract_features` remains for
+   sequences given from elsewhere.
 3. Training: the adapter minimises cross-entropy against the full model's argmax plus KL to its
    softmax (both over the head's vocabulary V' = the tokens the full model chose in the training data;
    hard + soft distillation, Hinton et al. 2015), AdamW, a few epochs over the cached features.
 4. Report: top-1 agreement with the full model on held-out conversations (the bench's questions and
-   decode prompts plus every 8th prompt of ours), per exit layer, trained vs untrained early exit.
+   decode prompts plus every 8th prompt of ours), per exit layer and training-set size, trained vs
+   untrained early exit, and the drafts per verify step greedy speculative decoding would accept
+   (`draft_acceptance`, k = 3 and 4).
 """
 
 from __future__ import annotations
@@ -26,8 +32,9 @@ from typing import Any
 
 from headstart.llm.proposal import LayerStack, ProposalHead
 
-__all__ = ["Conversation", "Features", "TrainResult", "collect_replies", "default_conversations", "extract_features",
-           "train_head", "evaluate", "untrained_agreement"]
+__all__ = ["Conversation", "Features", "TrainResult", "cached_generate_features", "collect_replies", "concat_features",
+           "default_conversations", "draft_acceptance", "evaluate", "extract_features", "generate_features",
+           "head_matches", "limit_training", "render_prompts", "train_head", "untrained_agreement"]
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
@@ -331,7 +338,6 @@ def cached_generate_features(model: Any, prompts: Sequence[list[int]], exit_laye
     back as float32; the replies in its metadata). The caller keys `path` by the model, the prompts and
     the settings; a file that lacks one of `exit_layers` or holds other prompts is made again.
     Returns (replies, features, whether it came from the file)."""
-    import torch
     from safetensors import SafetensorError, safe_open
     from safetensors.torch import load_file, save_file
 
@@ -356,7 +362,6 @@ def cached_generate_features(model: Any, prompts: Sequence[list[int]], exit_laye
     meta = {"prompts": [list(p) for p in prompts], "replies": replies, "layers": sorted(exit_layers)}
     save_file(tensors, str(tmp), metadata={"headstart_shard": json.dumps(meta)})
     tmp.replace(path)
-    del torch
     return replies, features, False
 
 
