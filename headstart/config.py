@@ -182,6 +182,10 @@ class TTSConfig:
     # ... or after this many words with no comma yet, moved past dangling words (0: wait for one).
     # Piper's time to first audio grows with the chunk: see docs/speaking.md for the measurements
     first_chunk_max_words: int = 5
+    # after the first chunk, a chunk also ends at a comma (etc.) once it has 6 words, until the reply's
+    # chunks hold this many words (0: whole sentences after the first chunk): a short opener ("Sure!")
+    # then does not wait for a long second sentence to be generated (a gap in playback)
+    clause_chunks_until_words: int = 12
     max_chunk_chars: int = 200
     length_scale: float | None = None  # Piper phoneme duration scale (< 1 speaks faster); None: voice default
     espeak_voice: str = "en-us"

@@ -22,10 +22,34 @@ def chunk_all(text: str, step: int | None, config: TTSConfig) -> list[str]:
 def test_first_clause_off_gives_whole_sentences_only(step):
     whole = ["Sure, I can help you with that today, my friend.", "The weather is sunny!", "Anything else?"]
     assert chunk_all(TEXT, step, TTSConfig(first_clause=False)) == whole
-    # on (the default): the opening clause is cut early, the rest is unchanged
+    # on (the default): the opening clause is cut early; while the reply's chunks hold fewer than
+    # clause_chunks_until_words words, a later clause of 6+ words ends a chunk too
     early = chunk_all(TEXT, step, TTSConfig())
-    assert early[0] == "Sure,"
-    assert early[1:] == ["I can help you with that today, my friend.", *whole[1:]]
+    assert early == ["Sure,", "I can help you with that today,", "my friend.", *whole[1:]]
+    assert chunk_all(TEXT, step, TTSConfig(clause_chunks_until_words=0)) == [
+        "Sure,", "I can help you with that today, my friend.", *whole[1:]]
+
+
+LONG_AFTER_OPENER = ("Sure! A quick meal could be a salad with grilled chicken, a side of roasted vegetables, "
+                     "and a glass of water. Enjoy it, and let me know how it goes, my friend.")
+
+
+@pytest.mark.parametrize("step", [None, 1, 4])
+def test_after_a_short_opener_the_next_chunk_is_a_clause_not_a_long_sentence(step):
+    # bench conversation: "Sure!" (0.4 s of audio) then a 20-token sentence left a 2.5 s gap
+    assert chunk_all(LONG_AFTER_OPENER, step, TTSConfig()) == [
+        "Sure!",
+        "A quick meal could be a salad with grilled chicken,",  # 9 words: cut at its comma
+        "a side of roasted vegetables, and a glass of water.",  # 10 words out: a clause under 6 words stays
+        "Enjoy it, and let me know how it goes, my friend.",  # 20 words out: whole sentences again
+    ]
+
+
+def test_later_clause_chunks_are_validated_and_off_in_the_naive_pipeline():
+    with pytest.raises(ValueError, match="clause_chunks_until_words"):
+        ClauseChunker(TTSConfig(clause_chunks_until_words=-1))
+    naive = chunk_all(LONG_AFTER_OPENER, None, TTSConfig(first_clause=False))
+    assert naive[0] == "Sure!" and naive[1].endswith("glass of water.")
 
 
 def test_first_clause_off_never_cuts_a_long_opening_by_word_count():

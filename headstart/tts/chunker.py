@@ -17,7 +17,11 @@ Policy:
   that opens a phrase ("a black cat | is", not "a black | cat"). The word cut competes with the marks by position, so
   the first chunk is the same whether the text is pushed whole or token by token.
 - After that, one chunk per sentence (`.`, `!`, `?`, `…` followed by whitespace) or line. A line break
-  ends a chunk (paragraphs, list items, headings are separate spoken units).
+  ends a chunk (paragraphs, list items, headings are separate spoken units). Until the reply's chunks
+  hold `clause_chunks_until_words` words, a chunk also ends at a clause mark once it has
+  `_LATER_CLAUSE_MIN_WORDS` words: after a short opener ("Sure!") the next chunk is then a clause, not
+  a long sentence that the LLM must finish while the opener's half second of audio runs out (measured
+  in `bench conversation`: gaps of 2.5 s in a reply after "Sure!").
 - A period never ends a chunk inside a number ("3.14", "$49.95"), after a known abbreviation ("Dr.",
   "Mr.", "e.g.", "U.S.", "St."), after an initial ("J. R. R."), or after a list number at the start of
   a line ("1. First"). Commas and colons never split "1,000" or "8:00" (no space follows them).
@@ -94,17 +98,19 @@ _DIGIT_RE = re.compile(r"\d")
 # A word cut waits up to this many words past first_chunk_max_words for a phrase boundary (a word that
 # can end a phrase followed by one that starts one) before it takes the first word that can end one.
 _PHRASE_PATIENCE_WORDS = 3
+# The fewest words a later chunk cut at a clause mark has: short clauses ("it is, in fact,") stay whole.
+_LATER_CLAUSE_MIN_WORDS = 6
 
 
 class ClauseChunker:
     """Turns streamed text deltas into speakable chunks (see the module docstring for the policy).
 
     Args:
-        config: uses `first_clause`, `first_chunk_min_words`, `first_chunk_max_words` and
-            `max_chunk_chars` (must be >= 1).
+        config: uses `first_clause`, `first_chunk_min_words`, `first_chunk_max_words`,
+            `clause_chunks_until_words` and `max_chunk_chars` (must be >= 1).
 
     Raises:
-        ValueError: if `max_chunk_chars` < 1 or `first_chunk_min_words` < 0.
+        ValueError: if `max_chunk_chars` < 1, or a word count is < 0.
     """
 
     def __init__(self, config: TTSConfig | None = None) -> None:
@@ -115,12 +121,16 @@ class ClauseChunker:
             raise ValueError(f"first_chunk_min_words must be >= 0, got {config.first_chunk_min_words}")
         if config.first_chunk_max_words < 0:
             raise ValueError(f"first_chunk_max_words must be >= 0, got {config.first_chunk_max_words}")
+        if config.clause_chunks_until_words < 0:
+            raise ValueError(f"clause_chunks_until_words must be >= 0, got {config.clause_chunks_until_words}")
+        self.clause_chunks_until_words = config.clause_chunks_until_words
         self.max_chunk_chars = config.max_chunk_chars
         self.first_chunk_min_words = config.first_chunk_min_words
         self.first_chunk_max_words = config.first_chunk_max_words
         self.first_clause = config.first_clause
         self._buf = ""
         self._first_done = False
+        self._words_out = 0  # words in the chunks emitted so far in this reply
 
     def push(self, delta: str) -> list[str]:
         """Add a text delta; return the chunks now ready to speak (possibly none), in order.
@@ -138,12 +148,14 @@ class ClauseChunker:
         out = self._drain(final=True)
         self._buf = ""
         self._first_done = False
+        self._words_out = 0
         return out
 
     def reset(self) -> None:
         """Drop buffered text (e.g. on barge-in) and re-arm the early first chunk."""
         self._buf = ""
         self._first_done = False
+        self._words_out = 0
 
     @property
     def pending_text(self) -> str:
@@ -172,11 +184,15 @@ class ClauseChunker:
             if _SPEAKABLE_RE.search(piece):
                 out.append(piece)
                 self._first_done = True
+                self._words_out += len(piece.split())
         return out
 
     def _find_boundary(self, text: str) -> int | None:
         """End index (exclusive) of the first chunk in `text`, or None if no chunk is complete yet."""
         early = self.first_clause and not self._first_done  # the early first clause is still possible
+        # a later chunk may end at a clause mark while little audio is queued ahead of it
+        clause_min = self.first_chunk_min_words if early else _LATER_CLAUSE_MIN_WORDS
+        clauses = early or (self.first_clause and self._words_out < self.clause_chunks_until_words)
         # The word cut competes with the marks by position, so the first chunk does not depend on how
         # the text was split into deltas (pushed whole or token by token, the same cut).
         word_cut = self._first_words_cut(text) if early and self.first_chunk_max_words else None
@@ -186,9 +202,9 @@ class ClauseChunker:
             if m.group("newline") is not None:
                 return m.end()
             if m.group("clause") is not None:
-                if not early:
+                if not clauses:
                     continue
-                if len(text[: m.start()].split()) >= self.first_chunk_min_words:
+                if len(text[: m.start()].split()) >= clause_min:
                     return m.end()
                 continue
             verdict = _sentence_end_verdict(text, m.start(), m.end())
