@@ -252,7 +252,10 @@ def test_end_to_end_small_models(tmp_path):
     assert result["simulated"] is False and result["effective"]["pace"] == "realtime" and "simulation" not in result
     for name, c in result["configs"].items():
         assert c["turns"] == 1 and c["replies"] == 1, (name, c)
-        assert 0.0 < c["v2v_p50_s"] < 60.0 and c["ttft_p50_s"] > 0.0
+        assert 0.0 < c["v2v_p50_s"] < 60.0 and c["ttft_p50_s"] >= 0.0
+        # headstart's reply may be a held one whose first token was out before the end of turn (TTFT 0,
+        # and the EOU estimate prefills the reply prompt); the baseline prefills the whole prompt after it
+        assert c["ttft_p50_s"] > 0.0 or name == "headstart", (name, c)
         assert c["wer"] <= 0.25  # "go forward ten meters"
         assert c["bargeins"] == 1 and c["bargein_stop_p50_s"] is not None and 0.0 <= c["bargein_stop_p50_s"] < 5.0
     assert result["speedup_v2v_p50"] == pytest.approx(
