@@ -45,7 +45,10 @@ def test_demo_answers_a_real_recording_by_voice(tmp_path):
     for key in ("speech_end_to_final_s", "speech_end_to_first_token_s", "voice_to_voice_s",
                 "ttft_s", "tts_ttfa_s"):
         assert isinstance(summary[key], float), key
-    assert summary["ttft_s"] > 0 and summary["voice_to_voice_s"] > summary["ttft_s"] * 0
+    # a preemptive hit whose held reply already had tokens at the end of turn has a TTFT of 0
+    held = summary.get("preemptive") == "hit" and summary.get("held_tokens")
+    assert (summary["ttft_s"] >= 0 if held else summary["ttft_s"] > 0), summary
+    assert summary["voice_to_voice_s"] > 0
     assert "user:" in result.stdout and "assistant:" in result.stdout
 
     import soundfile as sf
