@@ -166,15 +166,7 @@ def collect_replies(model: Any, tokenizer: Any, conversations: Sequence[Conversa
 
     if cache_path is not None and cache_path.is_file():
         return [(p, r) for p, r in json.loads(cache_path.read_text())]
-    from headstart.llm.stream import with_system_prompt
-
-    prompts = []
-    for conv in conversations:
-        rendered = tokenizer.apply_chat_template(with_system_prompt(conv.as_messages(), system_prompt),
-                                                 add_generation_prompt=True, tokenize=True)
-        if isinstance(rendered, dict) or hasattr(rendered, "input_ids"):
-            rendered = rendered["input_ids"]
-        prompts.append([int(t) for t in rendered])
+    prompts = render_prompts(tokenizer, conversations, system_prompt)
     ends = _end_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(ends)
     # Similar lengths batched together: less left padding to compute.
