@@ -15,24 +15,50 @@ class EchoDetector:
     mono) and compares them by normalised cross-correlation (the peak over all delays up to
     `max_delay_s` of the mic behind playback, around the playback position). Speaker-to-mic echo is a
     filtered, delayed copy of the reply and correlates strongly; a person's own voice does not.
+    With the client's playback position given for each mic push, it also compares against the reply
+    as it was heard: a client that ran out of audio (an underrun) played a gap the reply audio lacks,
+    and the echo after it matches only the reference with that gap.
 
     Args:
         mic_window_s: microphone audio compared (the part the VAD just called speech).
         max_delay_s: acoustic + buffering delay searched.
         threshold: correlation peak at or above which the audio is echo.
+        sure_threshold: peak at or above which the mic holds nothing but echo: a voice over the echo
+            at ~0.75 of its level or more pulls the peak of echo + voice under 0.8 (1 / sqrt(1 + g^2)).
     """
 
-    def __init__(self, mic_window_s: float = 0.5, max_delay_s: float = 0.6, threshold: float = 0.3) -> None:
+    def __init__(self, mic_window_s: float = 0.5, max_delay_s: float = 0.6, threshold: float = 0.3,
+                 sure_threshold: float = 0.8) -> None:
         self.mic_window = int(mic_window_s * SAMPLE_RATE_HZ)
         self.max_delay = int(max_delay_s * SAMPLE_RATE_HZ)
         self.threshold = threshold
+        self.sure_threshold = sure_threshold
         self._mic = np.zeros(0, dtype=np.float32)
         self._played: list[np.ndarray] = []
         self._played_len = 0
+        # What was playing while each mic sample arrived (same end as _mic, max_delay longer): the
+        # reference as the client played it, with its underrun gaps.
+        self._aligned = np.zeros(0, dtype=np.float32)
+        self._last_pos: int | None = None  # playback position (samples) at the last push_mic
 
-    def push_mic(self, samples: np.ndarray) -> None:
-        """float32 (n,) 16 kHz microphone audio."""
+    def push_mic(self, samples: np.ndarray, played_s: float | None = None) -> None:
+        """float32 (n,) 16 kHz microphone audio; `played_s`: the client's playback position of the
+        reply (s) when it arrived, None while nothing plays."""
+        n = samples.shape[0]
         self._mic = np.concatenate([self._mic, samples])[-self.mic_window :]
+        segment = np.zeros(n, dtype=np.float32)
+        if played_s is None or not self._played_len:
+            self._last_pos = None
+        else:
+            played = self._joined()
+            pos = min(int(played_s * SAMPLE_RATE_HZ), played.shape[0])
+            # audio the client played since the last push; less than n: it waited (an underrun)
+            k = n if self._last_pos is None else max(0, min(n, pos - self._last_pos))
+            if k:
+                part = played[max(0, pos - k) : pos]
+                segment[n - part.shape[0] :] = part
+            self._last_pos = pos
+        self._aligned = np.concatenate([self._aligned, segment])[-(self.mic_window + self.max_delay) :]
 
     def push_played(self, samples: np.ndarray) -> None:
         """float32 (n,) 16 kHz reply audio, in playback order."""
@@ -42,15 +68,21 @@ class EchoDetector:
 
     def reset_played(self) -> None:
         self._played, self._played_len = [], 0
+        self._last_pos = None
+
+    def _joined(self) -> np.ndarray:
+        played = np.concatenate(self._played) if len(self._played) > 1 else self._played[0]
+        self._played = [played]
+        return played
 
     def similarity(self, played_s: float | None = None) -> float:
         """Peak normalised cross-correlation in [0, 1] of the mic window against the reply audio that
-        ends at playback position `played_s` (None: all reply audio so far)."""
+        ends at playback position `played_s` (None: all reply audio so far), and against the reply as
+        the client played it (`push_mic`'s positions: its underrun gaps included); the larger."""
         mic = self._mic
         if mic.shape[0] < self.mic_window // 2 or not self._played_len:
             return 0.0
-        played = np.concatenate(self._played) if len(self._played) > 1 else self._played[0]
-        self._played = [played]
+        played = self._joined()
         end = played.shape[0] if played_s is None else min(played.shape[0], int(played_s * SAMPLE_RATE_HZ) + SAMPLE_RATE_HZ // 4)
         start = end - mic.shape[0] - self.max_delay
         ref = played[max(0, start):end]
@@ -61,10 +93,20 @@ class EchoDetector:
             pad = -start
             ref = np.concatenate([np.zeros(pad, dtype=np.float32), ref])
             ref = ref[max(0, pad - int(0.6 * mic.shape[0])):]
-        return normalized_xcorr_peak(mic, ref)
+        peak = normalized_xcorr_peak(mic, ref)
+        if self._last_pos is not None and self._aligned.shape[0] >= mic.shape[0]:
+            aligned = self._aligned
+            onset = int(np.argmax(aligned != 0))  # as above: 40 % of the window reply audio, at least
+            aligned = aligned[max(0, onset - int(0.6 * mic.shape[0])):]
+            peak = max(peak, normalized_xcorr_peak(mic, aligned))
+        return peak
 
     def is_echo(self, played_s: float | None = None) -> bool:
         return self.similarity(played_s) >= self.threshold
+
+    def is_sure_echo(self, played_s: float | None = None) -> bool:
+        """The mic window is the reply's echo alone (no voice over it at a comparable level)."""
+        return self.similarity(played_s) >= self.sure_threshold
 
 
 def normalized_xcorr_peak(x: np.ndarray, ref: np.ndarray) -> float:

@@ -289,7 +289,8 @@ class Session:
             mono = to_mono_float32(frame.samples)
             if frame.sample_rate != SAMPLE_RATE_HZ:
                 mono = resample(mono, int(frame.sample_rate), SAMPLE_RATE_HZ)
-            self._echo.push_mic(mono)
+            tt = self.turns  # the playback position this audio was heard at: echo after an underrun
+            self._echo.push_mic(mono, tt.played_s() if tt.agent is AgentState.SPEAKING else None)
         self._audio_s += frame.duration_s
         self.audio_clock.record(self._audio_s, self._clock.now())
 
@@ -441,6 +442,13 @@ class Session:
         spoken = normalize_text(text)
         return f"{text} {spoken}" if spoken and spoken != text else text
 
+    def _sure_echo(self) -> bool:
+        """Whether the mic still holds the playing reply's echo alone (for an utterance already
+        judged echo or a barge-in: its words then do not count)."""
+        tt = self.turns
+        return (self._echo is not None and tt.utterance in ("barge", "echo") and tt.agent is AgentState.SPEAKING
+                and self._echo.is_sure_echo(tt.played_s()))
+
     def _on_listener_event(self, event: object) -> None:
         now = self._clock.now()
         tt = self.turns
@@ -448,6 +456,8 @@ class Session:
             echo = False
             if self._echo is not None and tt.agent is AgentState.SPEAKING:
                 echo = self._echo.is_echo(tt.played_s())
+            elif self._echo is not None and tt.just_spoke:
+                echo = self._echo.is_echo(None)  # the tail of the reply that just finished
             actions = tt.speech_started(echo=echo)
             if tt.utterance == "echo":
                 return  # the session's own voice: no user turn
@@ -460,7 +470,7 @@ class Session:
             return
         elif isinstance(event, PartialTranscript):
             was_echo = tt.utterance == "echo"
-            self._apply(tt.words(event.text, self._reply_text()))
+            self._apply(tt.words(event.text, self._reply_text(), echo=self._sure_echo()))
             if was_echo and tt.utterance == "echo":
                 return
             turn = self._current_turn()
@@ -480,7 +490,7 @@ class Session:
                 self._head(self.head_start.speech_ended())
         elif isinstance(event, FinalTranscript):
             was_echo = tt.utterance == "echo"
-            self._apply(tt.final(event.text, self._reply_text()))
+            self._apply(tt.final(event.text, self._reply_text(), echo=self._sure_echo()))
             if tt.utterance == "ignored":
                 self._turn = None
                 if was_echo:

@@ -124,6 +124,8 @@ class TurnTaking:
             transcript decided it (a safety net: the listener always sends a final transcript).
         realtime_playback: the client plays the audio in real time from its arrival (a live client);
             False: audio counts as played once it has left (a file writer such as the demo).
+        echo_tail_s: a speech start this soon after the reply finished playing may still be its echo
+            (the acoustic and buffering delay, the room's tail): the echo verdict still applies.
         bargein_after_s: `bargein_armed` waits until this much of the reply has played: the echo
             detector (headstart/echo.py) recognises the session's own voice only once ~0.2 s of reply
             audio (40 % of its 0.5 s window) plus the acoustic delay lie in its window, and before that
@@ -131,7 +133,8 @@ class TurnTaking:
     """
 
     def __init__(
-        self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True, bargein_after_s: float = 0.4
+        self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True, bargein_after_s: float = 0.4,
+        echo_tail_s: float = 0.5,
     ) -> None:
         if not bargein_after_s >= 0:
             raise ValueError(f"bargein_after_s must be >= 0, got {bargein_after_s}")
@@ -139,6 +142,8 @@ class TurnTaking:
         self.max_pause_s = max_pause_s
         self.bargein_after_s = bargein_after_s
         self.realtime_playback = realtime_playback
+        self.echo_tail_s = echo_tail_s
+        self._played_out_at: float | None = None  # when the last reply finished playing
         self.user = UserState.LISTENING
         self.reply_id: str | None = None
         self.paused = False
@@ -163,6 +168,10 @@ class TurnTaking:
             return AgentState.THINKING
         if self.audio_finished and self.played_s() >= self.sent_s - 1e-6:
             self.reply_id = None  # the client has played it all
+            now = self._clock.now()
+            self._played_out_at = now  # the moment its last sample played, not when this was asked
+            if self.realtime_playback and not self.paused and self._anchor_at is not None:
+                self._played_out_at = min(now, self._anchor_at + self.sent_s - self._anchor_pos_s)
             self._reset_playback()
             return AgentState.LISTENING
         return AgentState.SPEAKING
@@ -215,6 +224,15 @@ class TurnTaking:
             and self.played_s() >= self.bargein_after_s
         )
 
+    @property
+    def just_spoke(self) -> bool:
+        """The agent is listening, but its last reply finished playing less than `echo_tail_s` ago:
+        its echo may still be on its way to the mic."""
+        return (
+            self.agent is AgentState.LISTENING and self._played_out_at is not None
+            and self._clock.now() - self._played_out_at <= self.echo_tail_s
+        )
+
     # -- user side --------------------------------------------------------------------------------
     def speech_started(self, echo: bool = False) -> list[Action]:
         """The VAD heard speech start; `echo`: the audio matches what is being played."""
@@ -222,7 +240,7 @@ class TurnTaking:
         self._speech_ended_at = None
         agent = self.agent
         if agent is AgentState.LISTENING:
-            self.utterance = "user"
+            self.utterance = "echo" if echo and self.just_spoke else "user"
             return []
         if echo and agent is AgentState.SPEAKING:
             self.utterance = "echo"
@@ -237,16 +255,24 @@ class TurnTaking:
         self.user = UserState.LISTENING
         self._speech_ended_at = self._clock.now()
 
-    def words(self, text: str, reply_text: str = "") -> list[Action]:
-        """A partial transcript of the current utterance; `reply_text`: the reply being played."""
+    def words(self, text: str, reply_text: str = "", echo: bool = False) -> list[Action]:
+        """A partial transcript of the current utterance; `reply_text`: the reply being played; `echo`:
+        the microphone still matches the reply closely (`EchoDetector.is_sure_echo`): the words are
+        the echo's, whatever the ASR made of them (a near miss, a hallucinated tail)."""
+        if echo and self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING:
+            self.utterance = "echo"  # a speech start misjudged as a barge-in (after an underrun gap)
+            return self._resume()
         if self.utterance == "barge" and content_words(text):
             return self._interrupt("barge_in")
         if self.utterance == "echo" and not is_echo_text(text, reply_text):
             return self._interrupt("barge_in")  # the user talks over the echo
         return []
 
-    def final(self, text: str, reply_text: str = "") -> list[Action]:
-        """The final transcript of the current utterance."""
+    def final(self, text: str, reply_text: str = "", echo: bool = False) -> list[Action]:
+        """The final transcript of the current utterance (`echo`: as in `words`)."""
+        if echo and self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING:
+            self.utterance = "ignored"
+            return self._resume()
         if self.utterance == "barge":
             if content_words(text):
                 return self._interrupt("barge_in")

@@ -141,6 +141,46 @@ def test_echo_starts_no_pause_and_no_turn_but_talking_over_it_does():
     assert isinstance(action, Interrupt)
 
 
+def test_echo_right_after_the_reply_finished_playing_is_still_echo():
+    """The reply's last word comes back through the room after its last sample played: a speech start
+    on it within `echo_tail_s` is echo, not the user's turn; later, the same verdict starts a turn."""
+    clock = FakeClock()
+    reply = "It is three o'clock."
+    tt = speaking_agent(clock, audio_s=2.0)
+    clock.advance(2.2)  # played out 0.2 s ago
+    assert tt.agent is AgentState.LISTENING and tt.just_spoke
+    assert tt.speech_started(echo=True) == [] and tt.utterance == "echo"
+    tt.speech_ended()
+    assert tt.final("o'clock", reply) == []
+    assert tt.end_of_turn("o'clock") == []
+    clock.advance(0.4)  # 0.6 s after the reply ended: beyond the echo tail
+    assert not tt.just_spoke
+    assert tt.speech_started(echo=True) == [] and tt.utterance == "user"
+    # within the tail, words that are not the reply's are the user's turn
+    tt2 = speaking_agent(clock, audio_s=1.0)
+    clock.advance(1.1)
+    tt2.speech_started(echo=True)
+    tt2.words("what about tomorrow", reply)
+    assert tt2.utterance == "user"
+
+
+def test_sure_echo_overrides_words_the_asr_got_wrong():
+    """The mic still matches the reply closely (`is_sure_echo`): a misheard echo ("full" for
+    "forward") neither interrupts an echo utterance nor lets a misjudged barge-in interrupt; it
+    resumes the paused reply."""
+    clock = FakeClock()
+    reply = "I'm going 10 meters forward."
+    tt = speaking_agent(clock)
+    tt.speech_started(echo=True)
+    assert tt.words("10 meters full.", reply, echo=True) == [] and tt.utterance == "echo"
+    assert isinstance(tt.words("10 meters full.", reply)[0], Interrupt)  # the words alone: the user
+    tt = speaking_agent(clock)
+    assert tt.speech_started(echo=False) == [Pause("r1")]
+    assert tt.words("10.", reply, echo=True) == [Resume("r1")] and tt.utterance == "echo"
+    tt.speech_ended()
+    assert tt.final("10 meters", reply, echo=True) == [] and tt.utterance == "ignored"
+
+
 def test_echo_is_not_considered_while_thinking():
     clock = FakeClock()
     tt = TurnTaking(clock)
@@ -238,6 +278,13 @@ def test_echo_detector_on_real_speech():
     mixed.push_played(reply[: 16000 * 3])
     mixed.push_mic(echo[24000:32000] + 3 * user[8000:16000])
     assert not mixed.is_echo(played_s=2.0)
+    # echo alone is a sure echo; a voice over it at the echo's own level is not (words then decide)
+    assert detector.is_sure_echo(played_s=2.0)
+    level = EchoDetector()
+    level.push_played(reply[: 16000 * 3])
+    voice = user[8000:16000] * np.sqrt(np.mean(echo[24000:32000] ** 2) / np.mean(user[8000:16000] ** 2))
+    level.push_mic(echo[24000:32000] + voice)
+    assert level.is_echo(played_s=2.0) and not level.is_sure_echo(played_s=2.0)
 
 
 def test_echo_right_at_the_start_of_playback_is_echo():
@@ -258,6 +305,39 @@ def test_echo_right_at_the_start_of_playback_is_echo():
     user.push_played(played)
     user.push_mic(data.recording("cards_001").read()[8000:16000])
     assert not user.is_echo(played_s=0.3)
+
+
+def test_echo_after_an_underrun_gap_is_echo():
+    """The client ran out of reply audio for 0.6 s (it came late, a loaded server) and the VAD fires
+    0.16 s after the reply resumes: the mic heard a gap the reply audio lacks (a clean-clone CI run
+    met this in the loopback echo test). The per-push playback positions put the gap in the reference."""
+    rng = np.random.default_rng(4)
+    reply = data.recording("librivox-0880").read()[: 16000 * 3]
+    before, after = reply[:16000], reply[16000:]
+    gap, resumed = int(0.6 * 16000), int(0.16 * 16000)
+    heard = room_echo(np.concatenate([before, np.zeros(gap, np.float32), after[:resumed]]), delay_s=0.06,
+                      gain=0.5, rng=rng)
+    position = np.concatenate([np.arange(1, 16001), np.full(gap, 16000), 16000 + np.arange(1, resumed + 1)])
+    frame = 320
+    with_positions, without = EchoDetector(), EchoDetector()
+    for detector in (with_positions, without):
+        detector.push_played(reply)
+    for i in range(0, heard.shape[0], frame):
+        with_positions.push_mic(heard[i : i + frame], position[min(i + frame, heard.shape[0]) - 1] / 16000)
+        without.push_mic(heard[i : i + frame])
+    played_s = position[-1] / 16000
+    assert with_positions.is_echo(played_s), with_positions.similarity(played_s)
+    assert not without.is_echo(played_s)  # the gap is what the reply-only reference misses
+    # the user talking over the resumed echo, louder than it: not echo
+    user = EchoDetector()
+    user.push_played(reply)
+    voice = data.recording("cards_001")
+    voice = voice.read()[int(voice.speech_start_s * 16000):][:resumed]
+    mic = heard.copy()
+    mic[-resumed:] += 3 * voice * np.sqrt(np.mean(heard[-resumed:] ** 2) / np.mean(voice**2))
+    for i in range(0, mic.shape[0], frame):
+        user.push_mic(mic[i : i + frame], position[min(i + frame, mic.shape[0]) - 1] / 16000)
+    assert not user.is_echo(played_s), user.similarity(played_s)
 
 
 def test_echo_text_tolerates_asr_near_misses_but_not_a_short_foreign_phrase():
