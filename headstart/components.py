@@ -75,14 +75,17 @@ class Components:
         Raises:
             headstart.models.ModelNotPreparedError: a model is not prepared (the message names the
                 prepare command).
+            ValueError, FileNotFoundError: a TTS engine that cannot load (`check_engine`), before
+                anything loads.
         """
         from headstart.llm.engine import LLMEngine
         from headstart.models import resolve_model
-        from headstart.tts.engines import load_synthesizer
+        from headstart.tts.engines import check_engine, load_synthesizer
         from headstart.voice.asr import WhisperASR
 
         from headstart.llm.remote_config import is_remote_llm
 
+        check_engine(config.tts)  # a bad --tts fails before minutes of model loading
         threads = config.threads
         remote = is_remote_llm(config.llm.model)  # `--llm openai://HOST:PORT/MODEL`: an existing serving engine
         asr_path = resolve_model(config.asr.model)

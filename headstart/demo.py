@@ -46,13 +46,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "not at real-time pace (latencies then mean less)")
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
-    parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine: piper-joe, espeak or a .onnx voice")
+    add_tts_argument(parser)
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     add_llm_quantize_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
     add_head_start_argument(parser)
+
+
+def add_tts_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
+    """`--tts` and `--coqui-model`, as demo, serve, mic and bench conversation take them."""
+    parser.add_argument("--tts", default=TTSConfig().engine, help=f"{prefix}TTS engine: piper-joe (default), "
+                        "espeak, hibari, coqui (with --coqui-model) or the path of a Piper .onnx voice")
+    parser.add_argument("--coqui-model", default=None, metavar="PATH",
+                        help=f"{prefix}with --tts coqui: a coqui-tts checkpoint (XTTS-v2 folder or VITS .pth), run "
+                        "in the coqui environment `make coqui-env` builds")
 
 
 def add_llm_quantize_argument(parser: argparse.ArgumentParser) -> None:
@@ -125,7 +134,10 @@ def load_turns(specs: list[str]) -> list[UserTurn]:
             try:
                 rec = data.recording(spec)
             except KeyError:
-                rec = None  # read_wav below says the file does not exist
+                if path.suffix or len(path.parts) > 1:
+                    raise FileNotFoundError(f"no such audio file: {spec}") from None
+                names = ", ".join(r.name for r in data.recordings())
+                raise FileNotFoundError(f"no such audio file or bench recording: {spec} (recordings: {names})") from None
         if rec is not None:
             turns.append(UserTurn(rec.name, read_wav(rec.path), rec.speech_end_s, rec.text))
             continue
@@ -336,7 +348,7 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         asr=replace(base.asr, model=args.asr),
         llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
                     quantize=getattr(args, "llm_quantize", base.llm.quantize)),
-        tts=replace(base.tts, engine=args.tts),
+        tts=replace(base.tts, engine=args.tts, coqui_model=getattr(args, "coqui_model", None) or base.tts.coqui_model),
         session=session_config_from_args(args, base.session),
     )
 

@@ -341,8 +341,8 @@ class MicClient:
 
 
 def add_arguments(parser) -> None:
-    from headstart.config import ASRConfig, LLMConfig, ThreadPlan, TTSConfig
-    from headstart.demo import add_head_start_argument, add_llm_quantize_argument
+    from headstart.config import ASRConfig, LLMConfig, ThreadPlan
+    from headstart.demo import add_head_start_argument, add_llm_quantize_argument, add_tts_argument
 
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--server", help="websocket URL of a running `headstart serve`, e.g. ws://127.0.0.1:8765/ws")
@@ -355,7 +355,7 @@ def add_arguments(parser) -> None:
                              "(headphones); auto: AEC if installed, else the gate")
     parser.add_argument("--asr", default=ASRConfig().model, help="with --local: ASR preset, folder or hub id")
     parser.add_argument("--llm", default=LLMConfig().model, help="with --local: LLM preset, folder or hub id")
-    parser.add_argument("--tts", default=TTSConfig().engine, help="with --local: TTS engine")
+    add_tts_argument(parser, "with --local: ")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     add_llm_quantize_argument(parser)
@@ -366,15 +366,29 @@ def _device(value: str | None):
     return int(value) if value is not None and value.strip().isdigit() else value
 
 
+def check_devices(input_device=None, output_device=None) -> None:
+    """Raise MicError unless PortAudio has the input and output devices asked for (None: the defaults)."""
+    sd = import_sounddevice()
+    for device, kind in ((input_device, "input"), (output_device, "output")):
+        try:
+            sd.query_devices(device, kind)
+        except (ValueError, sd.PortAudioError) as exc:
+            which = f"{kind} device {device!r}" if device is not None else f"default {kind} device"
+            raise MicError(f"no {which} ({exc}); see `headstart mic --list-devices`") from exc
+
+
 def run_from_args(args) -> int:
     try:
         if args.list_devices:
-            print(import_sounddevice().query_devices())
+            devices = import_sounddevice().query_devices()
+            if len(devices) == 0:
+                raise MicError("PortAudio finds no audio devices (no sound card, or a container without one)")
+            print(devices)
             return 0
         if not args.server and not args.local:
             print("error: give --server ws://HOST:PORT/ws or --local", file=sys.stderr)
             return 2
-        import_sounddevice()  # fail before loading any model
+        check_devices(_device(args.input), _device(args.output))  # fail before loading any model
         return asyncio.run(_main(args))
     except MicError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -232,8 +232,14 @@ def silero_vad_path() -> Path:
     return path
 
 
+# what `make models-demo` prepares (the Makefile's DEMO_MODELS; a test keeps the two equal)
+DEMO_PRESETS = ("whisper-tiny.en", "qwen2.5-coder-0.5b", "piper-joe")
+
+
 def _prepare_hint(name: str) -> str:
-    return f"run `headstart models prepare {name}` (or `make models-demo`) first"
+    if name in DEMO_PRESETS:
+        return f"run `headstart models prepare {name}` (or `make models-demo`) first"
+    return f"run `headstart models prepare {name}` first"
 
 
 def _looks_like_hub_id(name: str) -> bool:

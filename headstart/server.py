@@ -462,7 +462,7 @@ def _looks_like_json(data: bytes) -> bool:
 
 
 def add_arguments(parser) -> None:
-    from headstart.config import ASRConfig, LLMConfig, ThreadPlan, TTSConfig
+    from headstart.config import ASRConfig, LLMConfig, ThreadPlan
 
     d = ServerConfig()
     parser.add_argument("--host", default=d.host, help="address to bind (default 127.0.0.1: this machine only)")
@@ -474,11 +474,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id (server-side only)")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id, or a serving engine: openai://HOST:PORT/MODEL (server-side only)")
-    parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    from headstart.demo import add_head_start_argument, add_llm_quantize_argument
+    from headstart.demo import add_head_start_argument, add_llm_quantize_argument, add_tts_argument
 
+    add_tts_argument(parser, "server-side: ")
     add_llm_quantize_argument(parser)
     add_head_start_argument(parser)
 

@@ -120,6 +120,22 @@ def test_demo_missing_file_is_a_clear_error(tmp_path):
     assert "nope.wav" in result.stderr and "Traceback" not in result.stderr
 
 
+def test_an_unknown_recording_name_lists_the_names():
+    result = run_demo("librivox-9999", timeout=120)
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert "librivox-9999" in result.stderr and data.default_recording().name in result.stderr
+
+
+def test_a_bad_tts_choice_fails_before_any_model_loads(tmp_path):
+    """With an empty model cache, the TTS error comes first (not the unprepared LLM's), at once."""
+    env = {**os.environ, "HEADSTART_CACHE": str(tmp_path / "empty-cache")}
+    typo = run_demo("--tts", "pipr-joe", env=env, timeout=120)
+    assert typo.returncode == 1 and "unknown TTS engine 'pipr-joe'" in typo.stderr, typo.stderr
+    coqui = run_demo("--tts", "coqui", env=env, timeout=120)
+    assert coqui.returncode == 1 and "--coqui-model" in coqui.stderr, coqui.stderr
+    assert "Traceback" not in typo.stderr + coqui.stderr
+
+
 def test_demo_missing_model_names_the_prepare_command(tmp_path):
     env = {**os.environ, "HEADSTART_CACHE": str(tmp_path / "empty-cache")}
     result = run_demo("--llm", TEST_LLM, env=env, timeout=120)
@@ -140,3 +156,16 @@ def test_stereo_44k_input_is_accepted(tmp_path):
     assert turn.samples.ndim == 1
     assert abs(turn.samples.shape[0] / 16000 - rec.duration_s) < 0.01
     assert turn.speech_end_s is None  # not a bench file: the VAD's end of speech is used
+
+
+def test_build_config_takes_the_coqui_checkpoint():
+    import argparse
+
+    from headstart.config import TTSConfig
+    from headstart.demo import add_arguments, build_config
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    config = build_config(parser.parse_args(["--tts", "coqui", "--coqui-model", "/models/xtts"]))
+    assert config.tts.engine == "coqui" and config.tts.coqui_model == "/models/xtts"
+    assert build_config(parser.parse_args([])).tts.coqui_model == TTSConfig().coqui_model

@@ -233,3 +233,25 @@ def test_client_streams_plays_reports_position_and_stops_cleanly():
     assert positions[-1]["reply_id"] == "r1"
     assert 90 <= positions[-1]["position_ms"] <= 110  # all 100 ms of the reply played at 48 kHz
     assert json.loads(fake.received[-1])["type"] == "session.end"
+
+
+def test_no_audio_devices_is_a_clear_error_before_any_model_loads():
+    """Here (no sound card) `--list-devices` says so and `--local` stops before loading models."""
+    import subprocess
+    import sys
+
+    from headstart.mic import import_sounddevice
+
+    try:
+        if len(import_sounddevice().query_devices()) > 0:
+            pytest.skip("this machine has audio devices")
+    except Exception as exc:  # noqa: BLE001 - no PortAudio: the error path is another test's
+        pytest.skip(f"no sounddevice here: {exc}")
+    listed = subprocess.run([sys.executable, "-m", "headstart", "mic", "--list-devices"],
+                            capture_output=True, text=True, timeout=60)
+    assert listed.returncode == 1 and "no audio devices" in listed.stderr
+    local = subprocess.run([sys.executable, "-m", "headstart", "mic", "--local", "--llm", "not-prepared-anywhere"],
+                           capture_output=True, text=True, timeout=60)
+    # the device check comes first: the unprepared LLM is never reached
+    assert local.returncode == 1 and "no default input device" in local.stderr, local.stderr
+    assert "Traceback" not in listed.stderr + local.stderr

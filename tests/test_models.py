@@ -143,3 +143,12 @@ def test_converted_llm_matches_the_gguf():
         outputs.append(out[0, ids.shape[1]:].tolist())
     assert outputs[0] == outputs[1]
     assert len(outputs[0]) > 0
+
+
+def test_the_demo_presets_are_what_make_models_demo_prepares():
+    """`_prepare_hint` suggests `make models-demo` only for the models that target prepares."""
+    makefile = (Path(__file__).parent.parent / "Makefile").read_text()
+    line = next(line for line in makefile.splitlines() if line.startswith("DEMO_MODELS"))
+    assert tuple(line.split(":=")[1].split()) == models.DEMO_PRESETS
+    assert "make models-demo" in models._prepare_hint("piper-joe")
+    assert "make models-demo" not in models._prepare_hint("qwen2.5-coder-1.5b")

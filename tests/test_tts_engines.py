@@ -12,7 +12,7 @@ import pytest
 from headstart.config import ThreadPlan, TTSConfig
 from headstart.tts.base import Synthesizer, TTSError
 from headstart.tts.chunker import ClauseChunker
-from headstart.tts.engines import load_synthesizer
+from headstart.tts.engines import check_engine, load_synthesizer
 from headstart.tts.normalize import normalize_text
 from headstart.tts.stream import TTSStream, make_tts_executor
 
@@ -272,3 +272,15 @@ def test_piper_round_trip_through_whisper_has_low_wer():
         heard.append(_plain(" ".join(s.text for s in segments)))
     wer = jiwer.wer(said, heard)
     assert wer <= 0.15, list(zip(said, heard))
+
+
+def test_check_engine_fails_fast_on_what_cannot_load(tmp_path):
+    for good in ("piper-joe", "espeak", "espeak-ng", "hibari"):
+        check_engine(TTSConfig(engine=good))
+    check_engine(TTSConfig(engine="coqui", coqui_model=str(tmp_path)))
+    with pytest.raises(ValueError, match="unknown TTS engine 'pipr'"):
+        check_engine(TTSConfig(engine="pipr"))
+    with pytest.raises(ValueError, match="--coqui-model"):
+        check_engine(TTSConfig(engine="coqui"))
+    with pytest.raises(FileNotFoundError, match="no such Piper voice"):
+        check_engine(TTSConfig(engine=str(tmp_path / "missing.onnx")))

@@ -80,7 +80,7 @@ TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `bench conversation` options to `parser`."""
-    from headstart.config import ASRConfig, LLMConfig, ThreadPlan, TTSConfig
+    from headstart.config import ASRConfig, LLMConfig, ThreadPlan
 
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
@@ -103,10 +103,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "starting one; its configuration is its own (reported as 'server')")
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
-    parser.add_argument("--tts", default=TTSConfig().engine, help="TTS engine")
+    from headstart.demo import add_tts_argument
+
+    add_tts_argument(parser)
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    parser.add_argument("--out", default="bench-conversation", help="folder for the PNG plots and records.json")
+    parser.add_argument("--out", default="bench-conversation", help="folder for the PNG plots and records.json "
+                        "(created; default ./bench-conversation)")
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
     parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a turn's reply")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths and the noise")

@@ -8,6 +8,32 @@ from headstart.tts.base import Synthesizer
 ENGINES = ("piper-joe", "espeak", "hibari", "coqui", "<path to a Piper .onnx voice>")
 
 
+def check_engine(config: TTSConfig) -> None:
+    """Fail fast on a TTS choice that cannot load, before any model is loaded (a typo in `--tts` is
+    reported at once, not after the ASR and LLM have loaded).
+
+    Raises:
+        ValueError: an unknown engine name; engine "coqui" without `coqui_model`.
+        FileNotFoundError: a Piper `.onnx` voice path that does not exist.
+    """
+    engine = config.engine
+    if engine in ("espeak", "espeak-ng", "hibari"):
+        return
+    if engine == "coqui":
+        if not config.coqui_model:
+            raise ValueError("engine 'coqui' needs a coqui-tts checkpoint: --coqui-model PATH "
+                             "(TTSConfig.coqui_model)")
+        return
+    if engine.endswith(".onnx"):
+        from pathlib import Path
+
+        if not Path(engine).is_file():
+            raise FileNotFoundError(f"no such Piper voice: {engine}")
+        return
+    if not engine.startswith("piper"):
+        raise ValueError(f"unknown TTS engine {engine!r}: use one of {', '.join(ENGINES)}")
+
+
 def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = True) -> Synthesizer:
     """Load the engine `config.engine` names, with `threads.tts_threads` compute threads.
 
@@ -40,7 +66,8 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
         from headstart.tts.coqui import CoquiSynthesizer
 
         if not config.coqui_model:
-            raise ValueError("engine 'coqui' needs TTSConfig.coqui_model: the path of a coqui-tts checkpoint")
+            raise ValueError("engine 'coqui' needs a coqui-tts checkpoint: --coqui-model PATH "
+                             "(TTSConfig.coqui_model)")
         synth = CoquiSynthesizer(
             config.coqui_model,
             config.coqui_config,
