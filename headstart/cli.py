@@ -1,4 +1,5 @@
-"""The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`, `serve`, `mic`."""
+"""The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`, `serve`, `mic`,
+`llm train-proposal | train-eou`, `bench NAME`."""
 
 from __future__ import annotations
 
@@ -77,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     from headstart.llm import train_proposal
 
-    llm = sub.add_parser("llm", help="LLM tools: train-proposal (a proposal head for self-speculative decoding)")
+    llm = sub.add_parser("llm", help="LLM tools: train-proposal (a proposal head for self-speculative decoding), train-eou")
     llm_sub = llm.add_subparsers(dest="llm_command", required=True)
     tp = llm_sub.add_parser("train-proposal", help="distil an early-exit proposal head from the model's own replies")
     train_proposal.add_arguments(tp)

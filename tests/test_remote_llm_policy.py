@@ -410,3 +410,13 @@ def test_a_closed_turn_refuses_more_work():
             turn.reply(None)
 
     run(main())
+
+
+def test_bench_llm_with_a_model_name_for_llm_points_to_model():
+    import subprocess
+    import sys
+
+    result = subprocess.run([sys.executable, "-m", "headstart", "bench", "llm", "--llm", "smollm2-135m"],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2 and "--model smollm2-135m" in result.stderr, result.stderr
+    assert "Traceback" not in result.stderr

@@ -144,7 +144,8 @@ def run_from_args(args: argparse.Namespace) -> int:
                              first_token_deadline_s=240, max_attempts=1)
         llm = RemoteLLM.from_url(args.llm, api_key=api_key_from_environ(os.environ), policy=policy)
     except ValueError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+        hint = "" if "://" in args.llm else f" (a local model is `--model {args.llm}`)"
+        print(f"error: {exc}{hint}", file=sys.stderr)
         return 2
     problem = llm.check()
     if problem is not None:
