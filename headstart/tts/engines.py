@@ -52,6 +52,7 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
         TTSError: a model that does not load; a hibari voice that would need a download.
         ValueError: an unknown engine name; engine "coqui" without `coqui_model`.
     """
+    check_engine(config)
     engine = config.engine
     synth: Synthesizer
     if engine in ("espeak", "espeak-ng"):
@@ -65,9 +66,6 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
     elif engine == "coqui":
         from headstart.tts.coqui import CoquiSynthesizer
 
-        if not config.coqui_model:
-            raise ValueError("engine 'coqui' needs a coqui-tts checkpoint: --coqui-model PATH "
-                             "(TTSConfig.coqui_model)")
         synth = CoquiSynthesizer(
             config.coqui_model,
             config.coqui_config,
