@@ -95,3 +95,10 @@ def test_compared_policies_are_timed_in_the_same_run(capsys):
     assert off["first_clauses"][0] == "Sure, here is the plan for today."
     # the whole first sentence takes longer to be ready than "Sure,": first audio comes later
     assert off["engines"]["espeak"]["stream"]["first_audio_s"] > main["stream"]["first_audio_s"]
+
+
+@pytest.mark.skipif(shutil.which("espeak-ng") is None, reason="espeak-ng is not installed")
+def test_engines_take_the_tts_flag_names_too(capsys):
+    """`--engines espeak-ng` (as `--tts` spells it) is the espeak row of the JSON."""
+    rc, lines = _run(capsys, "--json", "--engines", "espeak-ng", "--runs", "1")
+    assert rc == 0 and list(json.loads(lines[-1])["engines"]) == ["espeak"]

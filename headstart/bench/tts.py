@@ -73,7 +73,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     defaults = TTSConfig()
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
     parser.add_argument(
-        "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)} (default: all)"
+        "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)} (default: all; --tts's piper-joe and espeak-ng also do)"
     )
     parser.add_argument("--runs", type=int, default=5, help="timed runs per engine (median reported)")
     parser.add_argument("--threads", type=int, default=1, help="compute threads per engine (ThreadPlan.tts_threads)")
@@ -297,7 +297,9 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     """
     from headstart.config import TTSConfig
 
-    engines = [e.strip() for e in args.engines.split(",") if e.strip()]
+    # the JSON keys are engine families; `--tts` names ("piper-joe", "espeak-ng") are accepted too
+    aliases = {"piper-joe": "piper", "espeak-ng": "espeak"}
+    engines = [aliases.get(e.strip(), e.strip()) for e in args.engines.split(",") if e.strip()]
     unknown = [e for e in engines if e not in ENGINES]
     if unknown:
         raise ValueError(f"unknown engine(s) {', '.join(unknown)}: use {', '.join(ENGINES)}")
