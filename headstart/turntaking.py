@@ -150,6 +150,7 @@ class TurnTaking:
         # the current utterance: None, "user", "barge" (paused the reply, no verdict yet), "echo",
         # "ignored" (no words, or the session's own voice): no turn
         self.utterance: str | None = None
+        self._echo_sure = False  # the current utterance was the reply's echo alone at some point
         self._speech_ended_at: float | None = None
         self._reset_playback()
 
@@ -238,6 +239,7 @@ class TurnTaking:
         """The VAD heard speech start; `echo`: the audio matches what is being played."""
         self.user = UserState.SPEAKING
         self._speech_ended_at = None
+        self._echo_sure = False
         agent = self.agent
         if agent is AgentState.LISTENING:
             self.utterance = "echo" if echo and self.just_spoke else "user"
@@ -261,7 +263,10 @@ class TurnTaking:
         the echo's, whatever the ASR made of them (a near miss, a hallucinated tail)."""
         if echo and self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING:
             self.utterance = "echo"  # a speech start misjudged as a barge-in (after an underrun gap)
+            self._echo_sure = True
             return self._resume()
+        if self._likely_echo(text, reply_text):
+            return []
         if self.utterance == "barge" and content_words(text):
             return self._interrupt("barge_in")
         if self.utterance == "echo" and not is_echo_text(text, reply_text):
@@ -270,7 +275,8 @@ class TurnTaking:
 
     def final(self, text: str, reply_text: str = "", echo: bool = False) -> list[Action]:
         """The final transcript of the current utterance (`echo`: as in `words`)."""
-        if echo and self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING:
+        if (echo and self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING) or (
+                self._likely_echo(text, reply_text)):
             self.utterance = "ignored"
             return self._resume()
         if self.utterance == "barge":
@@ -285,6 +291,12 @@ class TurnTaking:
         elif self.utterance is None:
             self.utterance = "user"
         return []
+
+    def _likely_echo(self, text: str, reply_text: str) -> bool:
+        """An utterance once heard as the reply's echo alone whose words are still mostly the reply's
+        (at least half: a loaded ASR transcribes it late, after the reply ended or while the mic
+        window holds an underrun's silence, and mishears some of it)."""
+        return self.utterance == "echo" and self._echo_sure and is_echo_text(text, reply_text, min_overlap=0.5)
 
     def end_of_turn(self, transcript: str) -> list[Action]:
         """The endpointer (or the client's commit) ended the user's turn."""

@@ -182,6 +182,7 @@ def test_the_sessions_own_voice_coming_back_starts_no_turn_and_no_barge_in(compo
     assert echoed_s > 1.0  # the reply really came back for a while
     events = [(e["type"], e.get("text"), e.get("audio_ms"), e.get("reason")) for e in client.events
               if not e["type"].startswith(("metrics", "reply.text"))]
+    print("events:", events)  # pytest shows it whole on a failure (an assertion message is cut short)
     assert len(client.of("turn.end")) == 1 and len(client.of("reply.started")) == 1, events
     heard = [(e["type"], e.get("text"), e.get("audio_ms")) for e in client.events
              if e["type"] in ("vad.speech_started", "vad.speech_stopped", "transcript.partial", "transcript.final")]

@@ -173,12 +173,41 @@ def test_sure_echo_overrides_words_the_asr_got_wrong():
     tt = speaking_agent(clock)
     tt.speech_started(echo=True)
     assert tt.words("10 meters full.", reply, echo=True) == [] and tt.utterance == "echo"
-    assert isinstance(tt.words("10 meters full.", reply)[0], Interrupt)  # the words alone: the user
+    assert isinstance(tt.words("no turn left please", reply)[0], Interrupt)  # the user's own words
     tt = speaking_agent(clock)
     assert tt.speech_started(echo=False) == [Pause("r1")]
     assert tt.words("10.", reply, echo=True) == [Resume("r1")] and tt.utterance == "echo"
     tt.speech_ended()
     assert tt.final("10 meters", reply, echo=True) == [] and tt.utterance == "ignored"
+
+
+def test_an_utterance_once_sure_echo_stays_echo_on_mostly_reply_words():
+    """A loaded ASR transcribes the echo late: its partial comes after the reply finished playing (the
+    mic then holds silence, no sure verdict), misheard. Once sure, half the reply's words keep it
+    echo; the user's own sentence still makes it theirs."""
+    clock = FakeClock()
+    reply = "I'm going 10 meters forward."
+    tt = speaking_agent(clock, audio_s=1.0)
+    tt.speech_started(echo=True)
+    assert tt.words("I am going", reply, echo=True) == []
+    clock.advance(1.5)
+    assert tt.agent is AgentState.LISTENING
+    assert tt.words("I am going to meters full.", reply) == [] and tt.utterance == "echo"
+    tt.speech_ended()
+    assert tt.final("I am going to meters full.", reply) == [] and tt.utterance == "ignored"
+    # not sure before: the strict words check (a near-miss tail is the user's)
+    tt = speaking_agent(clock, audio_s=1.0)
+    tt.speech_started(echo=True)
+    clock.advance(1.5)
+    tt.words("I am going to meters full.", reply)
+    assert tt.utterance == "user"
+    # sure, then the user's own sentence
+    tt = speaking_agent(clock, audio_s=1.0)
+    tt.speech_started(echo=True)
+    tt.words("I am going", reply, echo=True)
+    clock.advance(1.5)
+    tt.words("I am going what is the weather like in Paris tomorrow", reply)
+    assert tt.utterance == "user"
 
 
 def test_echo_is_not_considered_while_thinking():
