@@ -87,17 +87,12 @@ class EchoDetector:
         start = end - mic.shape[0] - self.max_delay
         ref = played[max(0, start):end]
         if start < 0:
-            # The mic window reaches back before the reply began (the speaker was silent then): pad
-            # with that silence, but search only alignments where at least 40 % of the window is
-            # reply audio (a short overlap with the onset of the user's own voice correlates by chance).
-            pad = -start
-            ref = np.concatenate([np.zeros(pad, dtype=np.float32), ref])
-            ref = ref[max(0, pad - int(0.6 * mic.shape[0])):]
+            # the mic window reaches back before the reply began (the speaker was silent then)
+            ref = _from_onset(np.concatenate([np.zeros(-start, dtype=np.float32), ref]), -start, mic.shape[0])
         peak = normalized_xcorr_peak(mic, ref)
         if self._last_pos is not None and self._aligned.shape[0] >= mic.shape[0]:
             aligned = self._aligned
-            onset = int(np.argmax(aligned != 0))  # as above: 40 % of the window reply audio, at least
-            aligned = aligned[max(0, onset - int(0.6 * mic.shape[0])):]
+            aligned = _from_onset(aligned, int(np.argmax(aligned != 0)), mic.shape[0])
             peak = max(peak, normalized_xcorr_peak(mic, aligned))
         return peak
 
@@ -107,6 +102,13 @@ class EchoDetector:
     def is_sure_echo(self, played_s: float | None = None) -> bool:
         """The mic window is the reply's echo alone (no voice over it at a comparable level)."""
         return self.similarity(played_s) >= self.sure_threshold
+
+
+def _from_onset(ref: np.ndarray, onset: int, n: int) -> np.ndarray:
+    """`ref` (silence up to index `onset`, then reply audio) cut so that every alignment of an `n`-sample
+    window holds at least 40 % reply audio: a short overlap with the onset of the user's own voice
+    would correlate by chance."""
+    return ref[max(0, onset - int(0.6 * n)):]
 
 
 def normalized_xcorr_peak(x: np.ndarray, ref: np.ndarray) -> float:

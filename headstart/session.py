@@ -446,8 +446,7 @@ class Session:
         """Whether the mic still holds the playing reply's echo alone (for an utterance already
         judged echo or a barge-in: its words then do not count)."""
         tt = self.turns
-        return (self._echo is not None and tt.utterance in ("barge", "echo") and tt.agent is AgentState.SPEAKING
-                and self._echo.is_sure_echo(tt.played_s()))
+        return self._echo is not None and tt.awaits_echo_verdict and self._echo.is_sure_echo(tt.played_s())
 
     def _on_listener_event(self, event: object) -> None:
         now = self._clock.now()

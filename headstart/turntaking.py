@@ -234,6 +234,12 @@ class TurnTaking:
             and self._clock.now() - self._played_out_at <= self.echo_tail_s
         )
 
+    @property
+    def awaits_echo_verdict(self) -> bool:
+        """The current utterance is a possible echo or barge-in while the reply plays: the sound's
+        verdict (`words`/`final`'s `echo`) applies to it."""
+        return self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING
+
     # -- user side --------------------------------------------------------------------------------
     def speech_started(self, echo: bool = False) -> list[Action]:
         """The VAD heard speech start; `echo`: the audio matches what is being played."""
@@ -261,7 +267,7 @@ class TurnTaking:
         """A partial transcript of the current utterance; `reply_text`: the reply being played; `echo`:
         the microphone still matches the reply closely (`EchoDetector.is_sure_echo`): the words are
         the echo's, whatever the ASR made of them (a near miss, a hallucinated tail)."""
-        if echo and self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING:
+        if echo and self.awaits_echo_verdict:
             self.utterance = "echo"  # a speech start misjudged as a barge-in (after an underrun gap)
             self._echo_sure = True
             return self._resume()
@@ -275,8 +281,7 @@ class TurnTaking:
 
     def final(self, text: str, reply_text: str = "", echo: bool = False) -> list[Action]:
         """The final transcript of the current utterance (`echo`: as in `words`)."""
-        if (echo and self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING) or (
-                self._likely_echo(text, reply_text)):
+        if (echo and self.awaits_echo_verdict) or self._likely_echo(text, reply_text):
             self.utterance = "ignored"
             return self._resume()
         if self.utterance == "barge":
