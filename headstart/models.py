@@ -50,7 +50,7 @@ class Preset:
 
     Attributes:
         name: the preset name used on the command line.
-        role: "asr", "llm", "tts" or "vad".
+        role: "asr", "llm", "tts", "vad" or "eou" (end of turn).
         kind: how the files become a model: "files" (copied as they are), "gguf" (parts joined into one
             GGUF, then converted to bf16 safetensors), "builtin" (shipped inside an installed package or
             the system; nothing to prepare).
@@ -196,6 +196,21 @@ PRESETS: dict[str, Preset] = {
             license="BSD-3-Clause",
             files={},
             sha256={},
+        ),
+        Preset(
+            name="smart-turn-v3.2",
+            role="eou",
+            kind="files",
+            description="Smart Turn v3.2, acoustic end of turn (ONNX, Whisper-tiny encoder + classifier)",
+            license="BSD-2-Clause",
+            # only this member of the wheel is used: the framework is never installed or imported
+            files={
+                "smart-turn-v3.2-cpu.onnx": (
+                    Part("pipecat-ai==1.14.0", "pipecat/audio/turn/smart_turn/data/smart-turn-v3.2-cpu.onnx"),
+                )
+            },
+            sha256={"smart-turn-v3.2-cpu.onnx": "2bb026316b14a660486a75b1733cd3fbab8c2fd0314dc9af7be49f8cca967e4f"},
+            entry="smart-turn-v3.2-cpu.onnx",
         ),
     ]
 }
