@@ -136,20 +136,31 @@ def _check_values(kind: str, fields: dict[str, Any]) -> None:
         if rate != INPUT_SAMPLE_RATE_HZ:
             raise ProtocolError(
                 "unsupported_rate",
-                f"audio must be sent at {INPUT_SAMPLE_RATE_HZ} Hz, the session was declared at {rate} Hz; "
+                f"audio must be sent at {INPUT_SAMPLE_RATE_HZ} Hz, the session was declared at {str(rate)[:32]} Hz; "
                 "resample on the client",
             )
         fmt = fields.get("format", INPUT_FORMAT)
         if fmt != INPUT_FORMAT:
             raise ProtocolError("unsupported_format", f"audio format must be {INPUT_FORMAT!r}, got {fmt[:32]!r}")
     elif kind == "playback.position":
-        position = fields["position_ms"]
+        position = _as_float(kind, "position_ms", fields["position_ms"])
         if not math.isfinite(position) or position < 0:
             raise ProtocolError("invalid_field", f"playback.position.position_ms must be a finite number >= 0, got {position}")
+        fields["position_ms"] = position
     for name in ("reply_id",):
         value = fields.get(name)
         if value is not None and (not value or len(value) > MAX_REPLY_ID_CHARS):
             raise ProtocolError("invalid_field", f"{kind}.reply_id must be 1..{MAX_REPLY_ID_CHARS} characters")
+
+
+def _as_float(kind: str, name: str, value: int | float) -> float:
+    """A JSON number as a float; an integer too large for one (|n| >= ~1.8e308: JSON allows any number
+    of digits, Python's parser up to 4300) is an `invalid_field`, not the OverflowError of float()."""
+    try:
+        return float(value)
+    except OverflowError:
+        digits = len(str(abs(value)))
+        raise ProtocolError("invalid_field", f"{kind}.{name} must be a finite number, got an integer of {digits} digits") from None
 
 
 def parse_audio(data: bytes | bytearray | memoryview) -> np.ndarray:

@@ -80,3 +80,44 @@ def test_server_events_are_json_with_a_known_type():
         server_event("made.up")
     with pytest.raises(ValueError):
         server_event("metrics.turn", x=float("nan"))  # never invalid JSON on the wire
+
+
+# -- numbers of any size (issue 20, item 1): JSON allows any number of digits --------------------------
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+_FIELD_NAMES = ("sample_rate", "format", "reply_id", "position_ms")
+# integers of 1..4299 digits (Python's json refuses 4300 and more: malformed_json), either sign, and the
+# number spellings that are not Python floats
+_big_ints = st.builds(lambda digits, sign: sign + "9" * digits, st.integers(1, 4299), st.sampled_from(["", "-"]))
+_numbers = _big_ints | st.sampled_from(["1e400", "-1e400", "1e-400", "0.0", "-0", "1.7976931348623157e308"]) | \
+    st.floats(allow_nan=False, allow_infinity=False).map(repr)
+
+
+@pytest.mark.parametrize("digits", [309, 400, 4299])
+def test_an_integer_too_large_for_a_float_is_invalid_field(digits):
+    text = '{"type": "playback.position", "reply_id": "r1", "position_ms": %s}' % ("9" * digits)
+    assert code_of(text) == "invalid_field"
+    with pytest.raises(ProtocolError, match=f"{digits} digits"):
+        parse_client_text(text)
+
+
+def test_a_large_integer_that_fits_a_float_is_a_float_position():
+    msg = parse_client_text('{"type": "playback.position", "reply_id": "r1", "position_ms": %s}' % ("9" * 300))
+    assert isinstance(msg.get("position_ms"), float) and msg.get("position_ms") == float("9" * 300)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.sampled_from(sorted(CLIENT_TYPES)), st.sampled_from(_FIELD_NAMES), _numbers)
+def test_any_json_number_in_any_field_raises_only_protocol_error(kind, name, number):
+    text = '{"type": "%s", "reply_id": "r1", "position_ms": 5, "%s": %s}' % (kind, name, number)
+    try:
+        message = parse_client_text(text)
+    except ProtocolError as exc:
+        assert exc.code in ("invalid_field", "unsupported_rate", "malformed_json"), exc.code
+        assert len(exc.message) < 300  # never echoes thousands of digits
+        return
+    for value in message.fields.values():  # what the server then computes with is a plain finite number
+        if isinstance(value, float):
+            assert value == value and abs(value) < float("inf")
