@@ -54,7 +54,8 @@ class ServerConfig:
         host, port: where to listen (port 0: any free port).
         allowed_origins: browser `Origin`s allowed to connect; empty: pages served from localhost.
             Clients that send no Origin (not browsers) are always allowed: use a token to restrict them.
-        token: if set, the bearer token every websocket client must present.
+        token: if set, the bearer token every websocket client must present (ValueError if empty or
+            blank: None means no token).
         max_message_bytes: the largest frame accepted; a larger one closes the connection with 1009.
         max_sessions: concurrent sessions; more are refused (HTTP 503 / close 1013).
         max_audio_speed: audio is accepted at most this many times faster than real time ...
@@ -75,6 +76,11 @@ class ServerConfig:
     audio_burst_s: float = 5.0
     playback_lead_s: float = 1.0
     audio_frame_s: float = 0.1
+
+    def __post_init__(self) -> None:
+        if self.token is not None and not self.token.strip():
+            raise ValueError("ServerConfig.token is empty: an empty bearer token would let every client in; "
+                             "use None for no token")
 
 
 def web_dir() -> Path:
@@ -323,6 +329,7 @@ class _Connection:
             input={"sample_rate": SAMPLE_RATE_HZ, "format": INPUT_FORMAT},
             output={"sample_rate": tts_rate, "format": INPUT_FORMAT},
             limits={"max_message_bytes": c.max_message_bytes, "max_audio_speed": c.max_audio_speed},
+            llm=self.server.components.llm_info(),
         ))
         self.writer = asyncio.create_task(self._write(), name="server-writer")
 
@@ -476,10 +483,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id, or a serving engine: openai://HOST:PORT/MODEL (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    from headstart.demo import add_head_start_argument, add_llm_quantize_argument, add_tts_argument
+    from headstart.demo import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
 
     add_tts_argument(parser, "server-side: ")
-    add_llm_quantize_argument(parser)
+    add_llm_precision_arguments(parser)
     add_head_start_argument(parser)
 
 
@@ -492,7 +499,13 @@ def run_from_args(args) -> int:
     from headstart.session import Components
     from headstart.tts.base import TTSError
 
-    token = args.token if args.token is not None else os.environ.get("HEADSTART_TOKEN") or None
+    token = args.token if args.token is not None else os.environ.get("HEADSTART_TOKEN")
+    if token is not None and not token.strip():
+        # `--token "$T"` with T unset would otherwise let every client in
+        source = "--token" if args.token is not None else "$HEADSTART_TOKEN"
+        print(f"error: {source} is empty: give a non-empty bearer token, or leave it out (and "
+              "HEADSTART_TOKEN unset) to serve without one", file=sys.stderr)
+        return 2
     if args.max_sessions < 1 or args.max_message_bytes < 1024:
         print("error: --max-sessions must be >= 1 and --max-message-bytes >= 1024", file=sys.stderr)
         return 2

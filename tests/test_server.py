@@ -303,3 +303,26 @@ def test_fuzz_hostile_frames_never_crash_or_hang(frames):
             await server.close()
 
     asyncio.run(asyncio.wait_for(main(), 30))
+
+
+# -- an empty token (issue 20, item 9) ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("argv, env", [(["--token", ""], None), (["--token", "  "], None), ([], "")])
+def test_an_empty_token_is_refused_at_start_up(argv, env, monkeypatch, capsys):
+    """`--token "$T"` with T unset (or HEADSTART_TOKEN set but empty) must not serve without a token:
+    the command refuses to start, before loading any model, and says why."""
+    from headstart import server as server_module
+    from headstart.cli import main
+
+    loaded = []
+    monkeypatch.setattr(Components, "load", classmethod(lambda cls, *a, **k: loaded.append(1)))
+    monkeypatch.setattr(server_module.VoiceServer, "serve_forever", lambda self: pytest.fail("served"))
+    if env is None:
+        monkeypatch.delenv("HEADSTART_TOKEN", raising=False)
+    else:
+        monkeypatch.setenv("HEADSTART_TOKEN", env)
+    assert main(["serve", "--port", "0", *argv]) == 2
+    assert "empty" in capsys.readouterr().err and not loaded
+    with pytest.raises(ValueError, match="empty"):
+        ServerConfig(token="")
