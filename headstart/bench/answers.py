@@ -1,0 +1,532 @@
+"""`headstart bench answers`: are the replies worth hearing?
+
+Spoken-style user turns written for this project (`bench/data/answers.json`, 70 items in seven kinds:
+one-fact questions, small arithmetic, requests the assistant cannot carry out, how-to questions, small
+talk, follow-ups that need the earlier turns, ASR-garbled or half-heard input) are answered by the
+project's own LLMEngine through the session's reply path (`generate_stream`: the system prompt put
+first by `with_system_prompt`, the chat template, the soft token budget `SentenceBudget`, the
+session's speculative decoder, which is exact), greedy. A dialogue's earlier turns are answered by
+the model itself and kept in the history as the session keeps them; only its last reply is scored.
+
+Every scored reply is checked twice (`check`):
+
+- content (`content_faults`): each `must` group needs one of its phrases, no `must_not` phrase may
+  appear, and `expect` asks for a refusal that claims no action ("refusal") or a question back
+  ("question");
+- spoken form (`spoken_form_faults`): at most two sentences, no list, markdown, code or emoji, and
+  not the question restated as the answer (no content word beyond the user's own words).
+
+An item is right when both hold. Prints a table per model, prompt and kind, the failures in full,
+a summary with decode speed and the system prompt's one-off prefill per session, then one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+
+from headstart.config import LLMConfig, ThreadPlan
+
+__all__ = ["KINDS", "PROMPTS", "Item", "Verdict", "add_arguments", "check", "content_faults", "load_items",
+           "normalize", "run_from_args", "sentences", "spoken_form_faults"]
+
+KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled")
+EXPECTS = ("answer", "refusal", "question")
+DATA_FILE = "answers.json"
+
+# Candidate system prompts. "current" is LLMConfig's default; the others were written for this bench
+# (their worked examples are not bench items). Choose with --prompt NAME (repeatable) or file:PATH.
+PROMPTS: dict[str, str] = {
+    "current": LLMConfig().system_prompt,
+    "rules": (
+        "You are headstart, a voice assistant. Everything you say is read aloud, so answer in one short "
+        "sentence, two at most, in plain words, with no lists, markdown, code or emoji. Give the answer "
+        "itself first and never repeat the question. You can only talk: you cannot control devices, move, "
+        "make calls, send messages, play music, set timers or reminders, and you do not know the current "
+        "time or weather, so if asked for any of these, say in one sentence that you can't. If the user's "
+        "words are cut off or make no sense, briefly ask them to say it again."
+    ),
+    "examples": (
+        "You are headstart, a friendly voice assistant. Your replies are read aloud: one or two short, "
+        "plain sentences, the answer first, with no lists, markdown, code or emoji. You can only talk: you "
+        "cannot control devices, move, call, send messages, play music, set timers or reminders, or see "
+        "the time or weather; say so in one sentence when asked. If the words are cut off or make no "
+        "sense, ask the user to repeat.\n"
+        "Examples of good replies:\n"
+        "User: What's the capital of Spain?\nheadstart: Madrid.\n"
+        "User: What's six times seven?\nheadstart: Six times seven is forty-two.\n"
+        "User: Switch off the bedroom fan.\nheadstart: Sorry, I can't control devices, I can only talk with you.\n"
+        "User: Could you tell me where the, um\nheadstart: Sorry, I missed the end of that, could you say it again?\n"
+        "User: How do I soften butter quickly?\nheadstart: Cut it into small cubes and leave them at room "
+        "temperature for about fifteen minutes.\n"
+        "User: Good morning!\nheadstart: Good morning, what can I do for you?"
+    ),
+    "short": (
+        "You are headstart, a voice assistant, and your replies are spoken aloud. Reply in one short, plain "
+        "sentence with the answer first. You can only talk, so if asked to do something such as control a "
+        "device, call, message, play music, set a timer, or check the time or weather, say you can't. If "
+        "the words are unclear or cut off, ask the user to say it again."
+    ),
+}
+
+
+# -- the items -------------------------------------------------------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One scored turn. `turns`: the user's turns of one conversation (the model answers each; the
+    last reply is scored). `must`: groups of phrases, each group needs one; `must_not`: phrases;
+    `expect`: the reply kinds that fit ("answer", "refusal", "question"). Phrases match whole words
+    on `normalize`d text; a phrase starting with "re:" is a regular expression over that text."""
+
+    id: str
+    kind: str
+    turns: tuple[str, ...]
+    must: tuple[tuple[str, ...], ...] = ()
+    must_not: tuple[str, ...] = ()
+    expect: tuple[str, ...] = ("answer",)
+    note: str = ""
+
+    @property
+    def question(self) -> str:
+        return self.turns[-1]
+
+
+def load_items(path: str | Path | None = None) -> list[Item]:
+    """The bench items from `path` (default: the packaged `bench/data/answers.json`). ValueError for
+    malformed data (the message names the item); FileNotFoundError for a missing file."""
+    if path is None:
+        text = resources.files("headstart.bench").joinpath("data", DATA_FILE).read_text(encoding="utf-8")
+    else:
+        text = Path(path).read_text(encoding="utf-8")
+    try:
+        raw = json.loads(text)["items"]
+    except (json.JSONDecodeError, KeyError, TypeError) as exc:
+        raise ValueError(f"answers data: not a JSON object with 'items': {exc}") from None
+    items, seen = [], set()
+    for i, r in enumerate(raw):
+        where = f"answers data item {i} ({r.get('id', '?') if isinstance(r, dict) else r!r})"
+        if not isinstance(r, dict) or not isinstance(r.get("id"), str) or r["id"] in seen:
+            raise ValueError(f"{where}: needs a unique string id")
+        if r.get("kind") not in KINDS:
+            raise ValueError(f"{where}: kind must be one of {KINDS}")
+        turns = r.get("turns")
+        if not isinstance(turns, list) or not turns or not all(isinstance(t, str) and t.strip() for t in turns):
+            raise ValueError(f"{where}: turns must be a non-empty list of non-empty strings")
+        expect = r.get("expect", "answer")
+        expect = (expect,) if isinstance(expect, str) else tuple(expect)
+        if not expect or any(e not in EXPECTS for e in expect):
+            raise ValueError(f"{where}: expect must be one or more of {EXPECTS}")
+        must = r.get("must", [])
+        if not isinstance(must, list) or not all(isinstance(g, list) and g and all(isinstance(p, str) for p in g)
+                                                 for g in must):
+            raise ValueError(f"{where}: must must be a list of non-empty lists of phrases")
+        must_not = r.get("must_not", [])
+        if not isinstance(must_not, list) or not all(isinstance(p, str) for p in must_not):
+            raise ValueError(f"{where}: must_not must be a list of phrases")
+        for phrase in [p for g in must for p in g] + must_not:
+            try:
+                _phrase_re(phrase)
+            except re.error as exc:
+                raise ValueError(f"{where}: bad regular expression {phrase!r}: {exc}") from None
+        seen.add(r["id"])
+        items.append(Item(r["id"], r["kind"], tuple(turns), tuple(tuple(g) for g in must), tuple(must_not),
+                          expect, r.get("note", "")))
+    return items
+
+
+# -- the checker -----------------------------------------------------------------------------------
+
+def normalize(text: str) -> str:
+    """Lowercase, curly apostrophes straight, hyphens between word characters as spaces ("forty-two"
+    -> "forty two"), thousands separators dropped ("2,800,000" -> "2800000"), whitespace collapsed."""
+    text = text.lower().replace("\u2019", "'").replace("\u2018", "'")
+    text = re.sub(r"(?<=\w)[-\u2010\u2011\u2013](?=\w)", " ", text)
+    text = re.sub(r"(?<=\d),(?=\d{3}\b)", "", text)
+    return " ".join(text.split())
+
+
+def _phrase_re(phrase: str) -> re.Pattern:
+    if phrase.startswith("re:"):
+        return re.compile(phrase[3:])
+    # whole words; a number does not match inside a longer number or a decimal ("5" not in "2.5", "25")
+    return re.compile(r"(?<![\w.])" + re.escape(normalize(phrase)) + r"(?!\w|\.\d)")
+
+
+def _has(phrase: str, normalized: str) -> bool:
+    return _phrase_re(phrase).search(normalized) is not None
+
+
+# Saying it cannot do something (on normalized text).
+REFUSAL = re.compile(
+    r"\b(?:can't|cannot|can not|couldn't|unable|not able|don't have|do not have|doesn't have|no access|"
+    r"not possible|not connected|no way to|don't (?:control|support|know the current)|"
+    r"(?:i'm|i am) (?:just|only) a|(?:i'm|i am) not (?:able|connected|equipped|set up)|beyond (?:my|what i))\b")
+# Claiming to have done (or to be doing) what it cannot do.
+ACTION_CLAIM = re.compile(
+    r"\b(?:i've|i have|i'll|i will|i can|i'm|i am|i)\s+(?:now\s+|just\s+|already\s+)?"
+    r"(?:set|setting|turn|turned|turning|call|called|calling|send|sent|sending|order|ordered|ordering|play|"
+    r"played|playing|lock|locked|locking|start|started|starting|move|moved|moving|remind|reminded|add|added|"
+    r"book|booked|open|opened|dial|dialing|dialed|going to (?:set|turn|call|send|order|play|lock|move|remind))\b"
+    r"|\b(?:lights? (?:are|is) (?:now )?on|timer (?:is )?(?:now )?set|door is (?:now )?locked|"
+    r"reminder (?:is )?(?:now )?set|order (?:is|has been) placed|here's some|here is some)\b")
+# Asking the user back (a question, or asking to repeat).
+QUESTION_BACK = re.compile(
+    r"\?|\b(?:repeat|say (?:that|it) again|(?:didn't|did not|couldn't|could not) (?:quite )?(?:catch|hear|"
+    r"understand|get)|not sure what you mean|clarify|finish (?:your|the) (?:question|sentence))\b")
+
+_ABBREVIATIONS = {"mr", "mrs", "ms", "dr", "st", "mt", "vs", "etc", "e.g", "i.e", "approx", "u.s", "u.k", "no"}
+_SENTENCE_END = re.compile(r"[.!?\u2026]+[\"'\u201d\u2019)\]]*(?=\s|$)|\n")
+_LIST_LINE = re.compile(r"^\s*(?:[-*\u2022\u00b7]\s*|\d+[.)]\s+)\S", re.M)
+_INLINE_LIST = re.compile(r"(?:^|\s)1[.)]\s.+\s2[.)]\s")
+_MARKDOWN = re.compile(r"\*\*|__|^\s*#{1,6}\s|\[[^\]]+\]\([^)]*\)|^\s*>\s|\|\s*-{3}|(?<![\w*])\*[^*\s][^*\n]*\*(?![\w*])",
+                       re.M)
+_CODE = re.compile(r"`|[{}]|</?[a-z]+>|\b(?:print|printf|def|console\.log)\s*\(|\b[a-z_]+\.[a-z_]+\(|;\s*$", re.M)
+_EMOJI = re.compile("[\U0001F000-\U0001FAFF\u2600-\u27BF\u2B00-\u2BFF\uFE0F\u200D]")
+_WORD = re.compile(r"[a-z0-9]+(?:'[a-z]+)?")
+# Function words that carry no answer ("yes", "no" and negations are content: they answer).
+_STOP = set("""a an the is are was were be been am do does did what what's whats which who who's how how's
+many much there there's in on of to for and or it it's its i i'm you you're your my me that that's this at by
+with can could would will please um uh er so then now if as from about our we us hi hey okay ok well just
+like some any one tell say said again sure let let's here thing things""".split())
+
+
+def sentences(text: str) -> list[str]:
+    """`text` split into sentences: at terminal punctuation followed by a space or the end, and at
+    line breaks; not after an abbreviation or a one-letter initial. Pieces without a letter or digit
+    are dropped."""
+    out, start = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        if m.group() != "\n" and m.group()[0] == ".":
+            word = re.search(r"(\S+)$", text[start:m.start()])
+            token = word.group(1).lower().lstrip("(\"'") if word else ""
+            if token in _ABBREVIATIONS or re.fullmatch(r"[a-z]", token):
+                continue
+        piece = text[start:m.end()].strip()
+        if re.fullmatch(r"\d+[.)]", piece):  # a list number ("1."), not a sentence
+            continue
+        if re.search(r"\w", piece):
+            out.append(piece)
+        start = m.end()
+    tail = text[start:].strip()
+    if re.search(r"\w", tail):
+        out.append(tail)
+    return out
+
+
+def _content_words(text: str) -> set[str]:
+    return {w.removesuffix("s") if len(w) > 3 else w for w in _WORD.findall(normalize(text)) if w not in _STOP}
+
+
+def spoken_form_faults(answer: str, question: str, asks_back: bool = False) -> list[str]:
+    """What makes `answer` (a reply to the user's `question`) unfit to be read aloud: "N sentences"
+    (more than two), "list", "markdown", "code", "emoji", "restates the question" (no content word
+    beyond the question's own). `asks_back`: the item wants a question back, and a reply that asks
+    one may reuse the user's words. Empty list: fine. An empty answer has no form faults (content
+    scoring fails it)."""
+    faults = []
+    if not answer.strip():
+        return faults
+    n = len(sentences(answer))
+    if n > 2:
+        faults.append(f"{n} sentences")
+    lines = answer.strip().splitlines()
+    if _INLINE_LIST.search(answer) or (_LIST_LINE.search(answer) and (len(lines) > 1 or _LIST_LINE.match(lines[0]))):
+        faults.append("list")
+    if _MARKDOWN.search(answer):
+        faults.append("markdown")
+    if _CODE.search(answer):
+        faults.append("code")
+    if _EMOJI.search(answer):
+        faults.append("emoji")
+    if not _content_words(answer) - _content_words(question) and not (asks_back and QUESTION_BACK.search(answer)):
+        faults.append("restates the question")
+    return faults
+
+
+def content_faults(item: Item, answer: str) -> list[str]:
+    """What is wrong with what `answer` says for `item`: "empty reply", "missing: a | b" (a `must`
+    group), "says: x" (a `must_not` phrase), "no refusal", "claims to act", "no question back".
+    With several `expect` kinds the reply needs to fit one of them."""
+    text = normalize(answer)
+    if not text:
+        return ["empty reply"]
+    faults = [f"missing: {' | '.join(group)}" for group in item.must if not any(_has(p, text) for p in group)]
+    faults += [f"says: {p}" for p in item.must_not if _has(p, text)]
+    fits = {"answer": []}
+    if "refusal" in item.expect:
+        fits["refusal"] = ([] if REFUSAL.search(text) else ["no refusal"]) + \
+                          (["claims to act"] if ACTION_CLAIM.search(text) else [])
+    if "question" in item.expect:
+        fits["question"] = [] if QUESTION_BACK.search(text) else ["no question back"]
+    options = [fits[e] for e in item.expect]
+    if not any(not f for f in options):
+        faults += min(options, key=len)
+    return faults
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """One scored reply: its content faults and spoken-form faults (both empty: right)."""
+
+    item: Item
+    answer: str
+    content: tuple[str, ...]
+    form: tuple[str, ...]
+    context: tuple[str, ...] = ()  # the model's own replies to the dialogue's earlier turns
+
+    @property
+    def ok(self) -> bool:
+        return not self.content and not self.form
+
+
+def check(item: Item, answer: str, context: Sequence[str] = ()) -> Verdict:
+    """Score `answer`, the reply to `item`'s last turn."""
+    return Verdict(item, answer, tuple(content_faults(item, answer)),
+                   tuple(spoken_form_faults(answer, item.question, asks_back="question" in item.expect)),
+                   tuple(context))
+
+
+# -- running the models ----------------------------------------------------------------------------
+
+@dataclass
+class _RunStats:
+    decode_tokens: int = 0
+    decode_s: float = 0.0
+    reply_tokens: list[int] = field(default_factory=list)
+    ttft_s: list[float] = field(default_factory=list)
+
+
+async def _reply(engine, messages, config, executor, decoder):
+    from headstart.events import ReplyDone
+    from headstart.llm.stream import generate_stream
+
+    stream = generate_stream(engine, messages, config, executor, decoder=decoder)
+    done = None
+    async for event in stream:
+        if isinstance(event, ReplyDone):
+            done = event
+    return done, stream.stats
+
+
+def _answer(engine, decoder, config: LLMConfig, executor, item: Item, stats: _RunStats) -> Verdict:
+    """The session's reply path for each turn of `item`; the history holds the user's turns and the
+    model's own replies, as the session's does."""
+    import asyncio
+
+    history: list[dict[str, str]] = []
+    replies: list[str] = []
+    for text in item.turns:
+        messages = [*history, {"role": "user", "content": text}]
+        done, reply_stats = asyncio.run(_reply(engine, messages, config, executor, decoder))
+        reply = done.text.strip()
+        times = reply_stats.token_times_s
+        stats.reply_tokens.append(len(times))
+        if reply_stats.ttft_s is not None:
+            stats.ttft_s.append(reply_stats.ttft_s)
+        if len(times) > 1:
+            stats.decode_tokens += len(times) - 1
+            stats.decode_s += times[-1] - times[0]
+        replies.append(reply)
+        history = [*messages, {"role": "assistant", "content": reply}]
+    return check(item, replies[-1], replies[:-1])
+
+
+def _session_prefill(engine, system_prompt: str) -> tuple[int, float]:
+    """Tokens and seconds (best of 2) of prefilling what a session prefills once before the first
+    user word (the system prompt and the user's message header), from an empty cache."""
+    from headstart.llm.stream import with_system_prompt
+
+    ids = engine.render_prompt(with_system_prompt([{"role": "user", "content": ""}], system_prompt),
+                               add_generation_prompt=False)
+    best = float("inf")
+    for _ in range(2):
+        engine.reset()
+        t0 = time.perf_counter()
+        engine.sync_to(ids)
+        best = min(best, time.perf_counter() - t0)
+    engine.reset()
+    return len(ids), best
+
+
+def _prompt_text(spec: str) -> tuple[str, str]:
+    """(name, text) for --prompt: a name in PROMPTS or file:PATH. ValueError otherwise."""
+    if spec.startswith("file:"):
+        path = Path(spec[5:])
+        text = path.read_text(encoding="utf-8").strip()
+        if not text:
+            raise ValueError(f"--prompt {spec}: the file is empty")
+        return path.stem, text
+    if spec not in PROMPTS:
+        raise ValueError(f"unknown --prompt {spec!r}: use one of {', '.join(PROMPTS)} or file:PATH")
+    return spec, PROMPTS[spec]
+
+
+def _soft(value: str) -> int | None:
+    if value.lower() == "none":
+        return None
+    number = int(value)
+    if number < 1:
+        raise argparse.ArgumentTypeError("must be >= 1 or 'none'")
+    return number
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--model", action="append", default=None,
+                        help=f"LLM preset, folder or prepared hub id; repeat for several (default {LLMConfig().model})")
+    parser.add_argument("--prompt", action="append", default=None,
+                        help=f"system prompt: {', '.join(PROMPTS)} or file:PATH; repeat for several (default current, "
+                             "LLMConfig.system_prompt)")
+    parser.add_argument("--soft-max-tokens", type=_soft, action="append", default=None,
+                        help=f"soft token budget (an int or 'none'); repeat for several (default "
+                             f"{LLMConfig().soft_max_tokens}, LLMConfig.soft_max_tokens)")
+    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens, help="hard token limit")
+    parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated kinds (default all: {','.join(KINDS)})")
+    parser.add_argument("--limit", type=int, default=None, help="at most this many items per kind")
+    parser.add_argument("--items", default=None, help="answers data file (default: the packaged answers.json)")
+    parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
+    parser.add_argument("--dtype", default="float32", help="model dtype (default float32, with --quantize int8)")
+    parser.add_argument("--quantize", choices=["auto", "int8", "none"], default="int8",
+                        help="dynamic int8 Linear layers (default int8; needs float32)")
+    parser.add_argument("--speculative", choices=["none", "prompt_lookup"], default=LLMConfig().speculative,
+                        help="the session's exact speculative decoder (the text is plain greedy's either way)")
+    parser.add_argument("--all-answers", action="store_true", help="print every answer, not only the failures")
+    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    def log(message: str) -> None:
+        if not args.json:
+            print(message, file=sys.stderr, flush=True)
+
+    if args.threads < 1 or args.max_new_tokens < 1 or (args.limit is not None and args.limit < 1):
+        print("error: --threads, --max-new-tokens and --limit must be >= 1", file=sys.stderr)
+        return 2
+    kinds = [k.strip() for k in args.kinds.split(",") if k.strip()]
+    if not kinds or any(k not in KINDS for k in kinds):
+        print(f"error: --kinds takes a comma-separated subset of {','.join(KINDS)}", file=sys.stderr)
+        return 2
+    try:
+        prompts = [_prompt_text(p) for p in (args.prompt or ["current"])]
+        items = [i for i in load_items(args.items) if i.kind in kinds]
+    except (ValueError, OSError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.limit is not None:
+        items = [i for i in items if [j.kind for j in items[:items.index(i) + 1]].count(i.kind) <= args.limit]
+    models = args.model or [LLMConfig().model]
+    softs = args.soft_max_tokens or [LLMConfig().soft_max_tokens]
+    threads = ThreadPlan(torch_threads=args.threads)
+
+    from transformers.utils import logging as hf_logging
+
+    from headstart.llm.engine import LLMEngine
+    from headstart.llm.speculative import build_decoder
+    from headstart.llm.stream import llm_executor
+    from headstart.models import ModelError
+
+    hf_logging.disable_progress_bar()
+    quantize = None if args.quantize == "none" else args.quantize
+    runs = []
+    executor = llm_executor()
+    try:
+        for model in models:
+            base = LLMConfig(model=model, dtype=args.dtype, quantize=quantize, max_new_tokens=args.max_new_tokens,
+                             speculative=args.speculative)
+            log(f"loading {model} ({args.dtype}, quantize {args.quantize})")
+            try:
+                engine = LLMEngine.from_config(base, threads)
+            except (ModelError, FileNotFoundError, ValueError) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 1
+            engine.warm_up()
+            decoder = build_decoder(engine, base, threads)
+            for name, text in prompts:
+                prompt_tokens, prefill_s = _session_prefill(engine, text)
+                for soft in softs:
+                    config = replace(base, system_prompt=text, soft_max_tokens=soft)
+                    log(f"{model} / prompt {name} / soft_max_tokens {soft}: {len(items)} items")
+                    stats, verdicts, t0 = _RunStats(), [], time.perf_counter()
+                    for n, item in enumerate(items, 1):
+                        verdict = _answer(engine, decoder, config, executor, item, stats)
+                        verdicts.append(verdict)
+                        log(f"  [{n}/{len(items)}] {'ok  ' if verdict.ok else 'FAIL'} {item.id}: {verdict.answer!r}")
+                    runs.append(_summary(model, name, text, soft, prompt_tokens, prefill_s, verdicts, stats,
+                                         time.perf_counter() - t0, engine))
+            del engine, decoder
+    finally:
+        executor.shutdown(wait=True)
+    result = {"bench": "answers", "items": len(items), "kinds": kinds, "threads": args.threads,
+              "dtype": args.dtype, "quantize": args.quantize, "speculative": args.speculative,
+              "max_new_tokens": args.max_new_tokens, "runs": [{k: v for k, v in r.items() if k != "verdicts"}
+                                                              for r in runs]}
+    if not args.json:
+        _print_tables(runs, kinds, args.all_answers)
+    print(json.dumps(result))
+    return 0
+
+
+def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, verdicts, stats, seconds, engine):
+    by_kind = {}
+    for v in verdicts:
+        k = by_kind.setdefault(v.item.kind, {"right": 0, "total": 0, "content_ok": 0, "form_faults": 0})
+        k["total"] += 1
+        k["right"] += v.ok
+        k["content_ok"] += not v.content
+        k["form_faults"] += bool(v.form)
+    total = len(verdicts)
+    form_faults = sum(bool(v.form) for v in verdicts)
+    return {
+        "model": model, "prompt": prompt_name, "prompt_chars": len(prompt_text), "soft_max_tokens": soft,
+        "quantize": engine.quantize, "dtype": str(engine.model.dtype).removeprefix("torch."),
+        "score": round(sum(v.ok for v in verdicts) / total, 4) if total else None,
+        "right": sum(v.ok for v in verdicts), "total": total,
+        "content_score": round(sum(not v.content for v in verdicts) / total, 4) if total else None,
+        "form_violations": form_faults, "form_violation_rate": round(form_faults / total, 4) if total else None,
+        "by_kind": by_kind,
+        "decode_tok_per_s": round(stats.decode_tokens / stats.decode_s, 2) if stats.decode_s else None,
+        "reply_tokens_mean": round(statistics.mean(stats.reply_tokens), 1) if stats.reply_tokens else None,
+        "ttft_s_median": round(statistics.median(stats.ttft_s), 3) if stats.ttft_s else None,
+        "session_prefill_tokens": prompt_tokens, "session_prefill_s": round(prefill_s, 3),
+        "seconds": round(seconds, 1),
+        "failures": [{"id": v.item.id, "answer": v.answer, "faults": [*v.content, *v.form]}
+                     for v in verdicts if not v.ok],
+        "verdicts": verdicts,
+    }
+
+
+def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None:
+    for r in runs:
+        print(f"\nanswers: {r['model']} ({r['dtype']}, {r['quantize'] or 'no quantisation'}), prompt "
+              f"{r['prompt']}, soft_max_tokens {r['soft_max_tokens']}")
+        print(f"{'kind':<12}{'items':>6}{'right':>7}{'score':>8}{'content':>9}{'form faults':>13}")
+        for kind in kinds:
+            k = r["by_kind"].get(kind)
+            if k:
+                print(f"{kind:<12}{k['total']:>6}{k['right']:>7}{k['right'] / k['total']:>8.0%}"
+                      f"{k['content_ok'] / k['total']:>9.0%}{k['form_faults']:>13}")
+        print(f"{'all':<12}{r['total']:>6}{r['right']:>7}{r['score']:>8.0%}{r['content_score']:>9.0%}"
+              f"{r['form_violations']:>13}")
+        shown = [v for v in r["verdicts"] if all_answers or not v.ok]
+        if shown:
+            print("answers:" if all_answers else "failures:")
+        for v in shown:
+            turns = " / ".join(v.item.turns)
+            before = "".join(f"\n      earlier reply: {c!r}" for c in v.context)
+            faults = "; ".join([*v.content, *v.form]) or "ok"
+            print(f"  {v.item.id} [{faults}]\n      user: {turns}{before}\n      reply: {v.answer!r}")
+    print(f"\n{'model':<22}{'prompt':<10}{'soft':>5}{'score':>7}{'content':>9}{'form':>6}{'tok/s':>7}"
+          f"{'reply tok':>10}{'sys tok':>8}{'sys prefill s':>14}")
+    for r in runs:
+        print(f"{r['model']:<22}{r['prompt']:<10}{str(r['soft_max_tokens']):>5}{r['score']:>7.0%}"
+              f"{r['content_score']:>9.0%}{r['form_violation_rate']:>6.0%}{r['decode_tok_per_s'] or 0:>7.2f}"
+              f"{r['reply_tokens_mean'] or 0:>10.1f}{r['session_prefill_tokens']:>8}{r['session_prefill_s']:>14.3f}")
+    print()
