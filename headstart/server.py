@@ -62,6 +62,17 @@ class ServerConfig:
         audio_burst_s: ... after a burst of this many seconds of audio.
         playback_lead_s: reply audio leaves at most this far ahead of the client's playback.
         audio_frame_s: reply audio frames of this length (seconds).
+        max_send_lag_s: a slow consumer: while the server sends, a ping follows the data every
+            `send_probe_s`; a client whose pong does not come back within this many seconds has that
+            much unread data queued before it. Its session ends at once (the slot is free), it gets an
+            `error` "slow_consumer" and a close with 1008 behind the data already queued, and the TCP
+            connection stays open while the client reads its way to them (the data queued for it
+            keeps shrinking at least every `max_send_lag_s`), up to `slow_close_s` in all. Before, the
+            keepalive failed it with 1011 and dropped the connection 1 s later: 1006 behind the backlog.
+        send_probe_s: how often that ping goes out while there is output (seconds).
+        slow_close_s: the longest a slow consumer's closing handshake may take (seconds).
+        send_buffer_bytes: the socket's send buffer (SO_SNDBUF; None: the OS's, which Linux grows to
+            4 MiB): it bounds the backlog a slow consumer must read before its close frame.
     """
 
     host: str = "127.0.0.1"
@@ -76,6 +87,12 @@ class ServerConfig:
     audio_burst_s: float = 5.0
     playback_lead_s: float = 1.0
     audio_frame_s: float = 0.1
+    # well under the keepalive's 20 s + 20 s, well over a GIL-heavy stall of this process (~5 s)
+    max_send_lag_s: float = 10.0
+    send_probe_s: float = 1.0
+    slow_close_s: float = 300.0
+    # reply audio is ~44 kB/s and leaves ~1 s ahead of playback: 64 KiB (Linux doubles it) is plenty
+    send_buffer_bytes: int | None = 64 * 1024
 
     def __post_init__(self) -> None:
         if self.token is not None and not self.token.strip():
@@ -197,13 +214,52 @@ class VoiceServer:
             await ws.close(1013, "too many sessions")
             return
         self.active_sessions += 1
+        _bound_send_buffer(ws, self.config.send_buffer_bytes)
         connection = _Connection(self, ws)
         self.connections.add(connection)
         try:
             await connection.run()
         finally:
             self.connections.discard(connection)
-            self.active_sessions -= 1
+            connection.release_slot()
+
+    def _release(self) -> None:
+        self.active_sessions -= 1
+
+
+def _bound_send_buffer(ws, num_bytes: int | None) -> None:
+    """Cap the socket's send buffer (SO_SNDBUF), which Linux otherwise grows to 4 MiB on a fast path:
+    a slow consumer's backlog, which it must read before it can see its close frame, stays small."""
+    import socket
+
+    sock = ws.transport.get_extra_info("socket") if num_bytes else None
+    if sock is not None:
+        with contextlib.suppress(OSError):
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, num_bytes)
+
+
+def _queued_bytes(ws) -> int:
+    """Bytes this side still holds for the client: the transport's buffer plus, on Linux, the
+    socket's send queue (SIOCOUTQ: not yet acknowledged by the client's TCP)."""
+    queued = ws.transport.get_write_buffer_size()
+    sock = ws.transport.get_extra_info("socket")
+    if sock is not None:
+        try:
+            import fcntl
+            import struct
+            import termios
+
+            queued += struct.unpack("i", fcntl.ioctl(sock.fileno(), termios.TIOCOUTQ, b"\0" * 4))[0]
+        except (ImportError, OSError, AttributeError):
+            pass
+    return queued
+
+
+async def _cancel_task(task: asyncio.Task) -> None:
+    if not task.done():
+        task.cancel()
+    with contextlib.suppress(asyncio.CancelledError, Exception):
+        await task
 
 
 def _response(connection, status: http.HTTPStatus, body: bytes, content_type: str = "text/plain; charset=utf-8"):
@@ -228,12 +284,25 @@ class _Connection:
         self.limit = AudioRateLimit(server.clock, server.config.max_audio_speed, server.config.audio_burst_s)
         self.reply_id: str | None = None  # the reply whose tokens/audio are being sent
         self.ended = asyncio.Event()  # all tasks of this connection are over
+        self.watchdog: asyncio.Task | None = None  # the send-lag probe (`_watch_send_lag`)
+        self.sent_frames = 0  # frames handed to the socket so far
+        self.sending = False  # a send is waiting for the socket (the client reads too slowly)
+        self.slow_consumer = False
+        self._slot_held = True
+
+    def release_slot(self) -> None:
+        """Give the connection's place in `max_sessions` back (once)."""
+        if self._slot_held:
+            self._slot_held = False
+            self.server._release()
 
     async def run(self) -> None:
         from websockets.exceptions import ConnectionClosed
 
         try:
             async for message in self.ws:
+                if self.slow_consumer:
+                    continue  # its session is over; only the closing handshake is left
                 if isinstance(message, bytes):
                     await self._on_binary(message)
                 else:
@@ -245,6 +314,11 @@ class _Connection:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
+        if self.watchdog is not None and not self.slow_consumer:
+            self.watchdog.cancel()
+        if self.watchdog is not None:  # a slow consumer's close is bounded by `slow_close_s`
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.watchdog
         if self.session is not None:
             await self.session.aclose()
         if self.writer is not None:
@@ -332,6 +406,7 @@ class _Connection:
             llm=self.server.components.llm_info(),
         ))
         self.writer = asyncio.create_task(self._write(), name="server-writer")
+        self.watchdog = asyncio.create_task(self._watch_send_lag(), name="server-send-lag")
 
     async def _write(self) -> None:
         from websockets.exceptions import ConnectionClosed
@@ -349,9 +424,76 @@ class _Connection:
                     await self.ws.send(error_event(code, f"{type(exc).__name__}: {exc}"))
                     continue
                 for frame in self._encode(event):
+                    self.sending = True
                     await self.ws.send(frame)
+                    self.sending = False
+                    self.sent_frames += 1
         except ConnectionClosed:
             return
+
+    async def _watch_send_lag(self) -> None:
+        """The slow-consumer policy (`ServerConfig.max_send_lag_s`): while output flows, a ping goes
+        out behind it every `send_probe_s`; its pong comes back only once the client has read all that
+        was sent before it. No pong within `max_send_lag_s`: `_close_slow_consumer`."""
+        from websockets.exceptions import ConnectionClosed
+
+        c = self.server.config
+        seen = 0
+        try:
+            while True:
+                await asyncio.sleep(c.send_probe_s)
+                if not self.sending and self.sent_frames == seen:
+                    continue  # nothing sent since the last probe: nothing can lag behind
+                seen = self.sent_frames
+                try:
+                    async with asyncio.timeout(c.max_send_lag_s):
+                        pong = await self.ws.ping()  # waits while the socket's buffer is full
+                        await asyncio.shield(pong)
+                except TimeoutError:
+                    await self._close_slow_consumer()
+                    return
+        except ConnectionClosed:
+            return
+
+    async def _close_slow_consumer(self) -> None:
+        """Stop the output, then send the `error` and the close (1008) behind what is queued, and give
+        the client `slow_close_s` to read its way to them before the TCP connection is dropped."""
+        from websockets.exceptions import ConnectionClosed
+
+        c = self.server.config
+        self.slow_consumer = True
+        log.warning("closing a slow consumer: sent data unread for %.1f s", c.max_send_lag_s)
+        if self.writer is not None:
+            self.writer.cancel()  # its frame is in the socket's buffer already: nothing half-sent
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.writer
+        if self.session is not None:
+            await self.session.aclose()  # no more model work for it
+        self.release_slot()
+        self.ws.close_timeout = c.slow_close_s  # the close frame waits behind the backlog
+
+        async def close() -> None:
+            with contextlib.suppress(ConnectionClosed):
+                await self.ws.send(error_event(
+                    "slow_consumer", f"the client read what was sent more than {c.max_send_lag_s:g} s late; "
+                    "read every message as it arrives (play audio from a buffer of your own)"))
+                await self.ws.close(1008, "slow consumer")
+
+        closing = asyncio.create_task(close(), name="server-slow-close")
+        loop = asyncio.get_running_loop()
+        started = progress_at = loop.time()
+        queued = _queued_bytes(self.ws)
+        try:
+            while not closing.done():
+                await asyncio.wait({closing}, timeout=c.send_probe_s)
+                now, before, queued = loop.time(), queued, _queued_bytes(self.ws)
+                if queued < before or queued == 0:
+                    progress_at = now  # the client is still reading its way to the close frame
+                if now - progress_at > c.max_send_lag_s or now - started > c.slow_close_s:
+                    self.ws.transport.abort()  # it stopped reading: drop the TCP connection
+                    break
+        finally:
+            await _cancel_task(closing)
 
     def _encode(self, event) -> list[str | bytes]:
         from headstart.session import (

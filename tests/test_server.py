@@ -326,3 +326,55 @@ def test_an_empty_token_is_refused_at_start_up(argv, env, monkeypatch, capsys):
     assert "empty" in capsys.readouterr().err and not loaded
     with pytest.raises(ValueError, match="empty"):
         ServerConfig(token="")
+
+
+# -- a slow consumer (issue 20, item 6) -----------------------------------------------------------------
+
+
+def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(run):
+    """A real client on loopback that reads one message per 20 ms while the server has minutes of reply
+    audio for it: the server notices the unread backlog (a ping behind its data, not answered within
+    `max_send_lag_s`), frees the session's slot, and the client, once it has read its way through what
+    was queued, gets an `error` "slow_consumer" and a close with 1008 (before: the keepalive's 1011,
+    lost behind the audio: 1006 after ~40 s)."""
+    import socket
+    import time
+
+    from headstart.audio import AudioFrame
+    from headstart.reply import ReplyAudio
+
+    async def main():
+        server = await started_server(max_send_lag_s=1.0, send_probe_s=0.2)
+        started = time.monotonic()
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                # a small receive buffer keeps the backlog (and this test) short; the server's side is its own
+                ws.transport.get_extra_info("socket").setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 32 * 1024)
+                await ws.send('{"type": "session.start"}')
+                assert (await recv_json(ws))["type"] == "session.started"
+                connection = next(iter(server.connections))
+                frame = AudioFrame(np.zeros(2205, np.float32), 22050)  # 0.1 s, 4410 bytes as PCM16
+                for _ in range(3000):  # a reply of 300 s whose audio is all ready (no pacing)
+                    connection.session._out.put_nowait(ReplyAudio(frame, "r1"))
+                texts, num_audio, slot_freed = [], 0, None
+                while True:
+                    try:
+                        message = await asyncio.wait_for(ws.recv(), 10)
+                    except ConnectionClosed as exc:
+                        return exc.rcvd, texts, num_audio, slot_freed, time.monotonic() - started
+                    if isinstance(message, bytes):
+                        num_audio += 1
+                    else:
+                        texts.append(json.loads(message))
+                    if slot_freed is None and connection.slow_consumer:
+                        slot_freed = server.active_sessions == 0
+                    await asyncio.sleep(0.02)  # the slow consumer
+        finally:
+            await server.close()
+
+    close, texts, num_audio, slot_freed, took_s = run(main(), timeout=60)
+    assert close is not None and close.code == 1008, close  # a close frame, not a dropped connection
+    assert [t["code"] for t in texts] == ["slow_consumer"]
+    assert 10 < num_audio < 3000  # it got some audio, then the server stopped sending
+    assert slot_freed
+    assert took_s < 40
