@@ -2,7 +2,10 @@
 
 * user: listening / speaking (the VAD); agent: listening / thinking (a reply exists, no audio has left
   yet) / speaking (its audio is playing on the client, by the client's `playback_position` reports or,
-  between them, by real-time estimate).
+  between them, by real-time estimate). A client that reports is assumed to play at most
+  `unreported_max_s` past its last report: when its reports stop (a suspended AudioContext, a stalled
+  tab) its playback counts as stopped there, so the reply's audio stops leaving ~1 s further on, the
+  reply is not done, and an interruption keeps only what was reported heard.
 * Barge-in: a VAD speech start while the agent thinks or speaks pauses the reply at once. Words from
   the ASR (not fillers like "mm-hmm", not bracketed noises like "[cough]") interrupt it; no words (the
   listener's empty final transcript) resume it, and that utterance is no turn. While the reply's audio
@@ -130,14 +133,22 @@ class TurnTaking:
             detector (headstart/echo.py) recognises the session's own voice only once ~0.2 s of reply
             audio (40 % of its 0.5 s window) plus the acoustic delay lie in its window, and before that
             only the slower speech start gives it that audio.
+        unreported_max_s: once the client has sent a playback report (in this session), the position
+            runs on in real time at most this far past the reply's last report (0 for a reply not
+            reported yet): reports come every ~0.1 s while playing, so 0.5 s covers late ones and a
+            client that stops reporting at the very end, and a frozen client is not assumed to play on.
     """
 
     def __init__(
         self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True, bargein_after_s: float = 0.4,
-        echo_tail_s: float = 0.5,
+        echo_tail_s: float = 0.5, unreported_max_s: float = 0.5,
     ) -> None:
         if not bargein_after_s >= 0:
             raise ValueError(f"bargein_after_s must be >= 0, got {bargein_after_s}")
+        if not unreported_max_s >= 0:
+            raise ValueError(f"unreported_max_s must be >= 0, got {unreported_max_s}")
+        self.unreported_max_s = unreported_max_s
+        self._client_reports = False  # the client has reported a playback position in this session
         self._clock = clock
         self.max_pause_s = max_pause_s
         self.bargein_after_s = bargein_after_s
@@ -159,6 +170,7 @@ class TurnTaking:
         self.audio_finished = False  # no more audio will come for this reply
         self._anchor_pos_s = 0.0  # playback position at _anchor_at
         self._anchor_at: float | None = None  # None until the first audio left
+        self._reported_s = 0.0  # the client's last reported position of this reply
 
     # -- agent side -------------------------------------------------------------------------------
     @property
@@ -200,10 +212,13 @@ class TurnTaking:
             return
         self._anchor_pos_s = min(position_s, self.sent_s)
         self._anchor_at = self._clock.now()
+        self._reported_s = self._anchor_pos_s
+        self._client_reports = True
 
     def played_s(self) -> float:
         """How much of the reply's audio the client has played now (reported, then real time, frozen
-        while paused, never more than was sent)."""
+        while paused, never more than was sent, nor, once the client reports, more than
+        `unreported_max_s` past its last report)."""
         if self._anchor_at is None:
             return 0.0
         if not self.realtime_playback:
@@ -211,6 +226,8 @@ class TurnTaking:
         position = self._anchor_pos_s
         if not self.paused:
             position += self._clock.now() - self._anchor_at
+        if self._client_reports:  # its reports stopped: so did its playback (a frozen tab)
+            position = min(position, self._reported_s + self.unreported_max_s)
         return min(position, self.sent_s)
 
     @property
