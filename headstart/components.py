@@ -81,7 +81,7 @@ class Components:
         from headstart.llm.engine import LLMEngine
         from headstart.models import resolve_model
         from headstart.tts.engines import check_engine, load_synthesizer
-        from headstart.voice.asr import WhisperASR
+        from headstart.voice.asr_engines import load_asr
 
         from headstart.llm.remote_config import is_remote_llm
 
@@ -91,7 +91,7 @@ class Components:
         asr_path = resolve_model(config.asr.model)
         llm_path = None if remote else resolve_model(config.llm.model)
         log(f"loading ASR {config.asr.model}")
-        asr = WhisperASR(asr_path, config.asr, cpu_threads=threads.asr_threads)
+        asr = load_asr(config.asr, threads.asr_threads, asr_path)  # Whisper or Moonshine, by the folder
         asr.warmup()
         if remote:
             llm = _connect_remote_llm(config.llm.model, log)

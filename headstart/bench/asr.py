@@ -434,7 +434,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
 
     from headstart.bench.wer import corpus_word_error_rate
     from headstart.config import ASRConfig, EndpointConfig, LLMConfig, PipelineConfig, ThreadPlan, VADConfig
-    from headstart.voice.asr import WhisperASR
+    from headstart.voice.asr_engines import has_word_timestamps, load_asr
     from headstart.voice.endpoint import eou_thresholds
 
     eou_kind = getattr(args, "eou", "head")
@@ -443,8 +443,11 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     if args.limit:
         items = items[: args.limit]
     asr_config = ASRConfig(model=args.model, streaming=not getattr(args, "no_streaming", False))
-    asr = WhisperASR.load(asr_config, cpu_threads=args.threads)
+    asr = load_asr(asr_config, cpu_threads=args.threads)
     asr.warmup()
+    # the pause set's gaps and the partial latency's word ends: Whisper's timestamps, whatever the engine
+    # under test (Moonshine's word times are estimates), so that engines are compared on the same items
+    timer = asr if has_word_timestamps(asr) else load_asr(ASRConfig(model="whisper-tiny.en"), cpu_threads=args.threads)
     scorer_parts = None
     llm_name = llm_config = None
     if args.endpointing == "semantic":
@@ -483,7 +486,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         asr_compute += res.asr_compute_s
         audio_s += audio.shape[0] / SR
         eou_costs += res.eou_compute_s
-        words = list(asr.transcribe(item.audio).words) if res.final_text else []
+        words = list(timer.transcribe(item.audio).words) if res.final_text else []
         partial_lat += _partial_latencies(res, words)
         if res.turns:
             t_avail, eot = res.turns[0]
@@ -503,7 +506,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
 
     cutoffs = {"noise": [0, 0], "zero": [0, 0]}
     if not args.no_pauses:
-        for p in pause_set(items, asr, args.seed):
+        for p in pause_set(items, timer, args.seed):
             res = asyncio.run(_stream(
                 np.concatenate([p.audio, room_noise(p.item.audio, p.item.speech_start_s, TAIL_S, noise_rng)]),
                 asr, config, scorer_parts, timing,
