@@ -28,7 +28,7 @@ LLAMA_CPP_VERSION ?= 0.3.36
 WHEEL_CACHE ?= $(HOME)/.cache/headstart/wheels
 LLAMA_STAMP := $(VENV)/.llama-server-$(LLAMA_CPP_VERSION)-installed
 
-.PHONY: setup demo test test-quick models-demo models-test clean coqui-env test-coqui clean-coqui llama-server-env
+.PHONY: setup demo test test-quick models-demo models-test clean coqui-env test-coqui clean-coqui llama-server-env system-deps
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -52,11 +52,17 @@ demo: models-demo
 
 COQUI_ENV ?= coqui-env
 LLAMA_ENV ?= llama-server-env
+# The Debian packages the tests need (scripts/system-deps.sh: installs them as root or through sudo,
+# else stops at once with the command to run); `make test SYSTEM_DEPS=` skips the check.
+SYSTEM_DEPS ?= system-deps
 
-test: models-test $(COQUI_ENV) $(LLAMA_ENV)
+system-deps:
+	bash scripts/system-deps.sh
+
+test: $(SYSTEM_DEPS) models-test $(COQUI_ENV) $(LLAMA_ENV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-quick: models-test
+test-quick: $(SYSTEM_DEPS) models-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
 
 clean:

@@ -37,6 +37,10 @@ class Components:
     # every session's replies use; None: plain decoding (or a remote engine). One per engine: its
     # break-even policy learns across replies.
     decoder: object | None = None
+    # the local LLM's exactness self-test at load (llm/exactness.py), None for a remote engine;
+    # speculative decoding is off where it failed (`speculative_off_reason` says why)
+    llm_exactness: object | None = None
+    speculative_off_reason: str | None = None
     confirmed_waiting: set = field(default_factory=set)
     sessions: weakref.WeakSet = field(default_factory=weakref.WeakSet)
     _eou_models: dict = field(default_factory=dict, repr=False)
@@ -75,7 +79,8 @@ class Components:
         Raises:
             headstart.models.ModelNotPreparedError: a model is not prepared (the message names the
                 prepare command).
-            ValueError, FileNotFoundError: a TTS engine that cannot load (`check_engine`), before
+            ValueError, FileNotFoundError: a TTS engine that cannot load (`check_engine`), or an LLM
+                dtype and quantisation that cannot run on this machine (`resolve_precision`), before
                 anything loads.
         """
         from headstart.llm.engine import LLMEngine
@@ -88,6 +93,10 @@ class Components:
         check_engine(config.tts)  # a bad --tts fails before minutes of model loading
         threads = config.threads
         remote = is_remote_llm(config.llm.model)  # `--llm openai://HOST:PORT/MODEL`: an existing serving engine
+        if not remote:  # so does a dtype / quantisation that cannot run here (the message names the flag)
+            from headstart.llm.precision import resolve_precision
+
+            resolve_precision(config.llm.dtype, config.llm.quantize, config.llm.device)
         asr_path = resolve_model(config.asr.model)
         llm_path = None if remote else resolve_model(config.llm.model)
         log(f"loading ASR {config.asr.model}")
@@ -101,19 +110,64 @@ class Components:
 
             hf_logging.disable_progress_bar()  # our own "loading ..." lines say what happens
             llm = LLMEngine.load(llm_path, config.llm, threads)
+            if llm.precision_note:
+                log(f"LLM precision: {llm.precision_note}")
             llm.warm_up()
-        decoder = None
-        if not remote and config.llm.speculative != "none":
-            from headstart.llm.speculative import build_decoder
-
-            decoder = build_decoder(llm, config.llm, threads)
+        decoder, exactness, speculative_off = None, None, None
+        if not remote:
+            decoder, exactness, speculative_off = choose_decoder(llm, config.llm, threads, log)
         log(f"loading TTS {config.tts.engine}")
         tts = load_synthesizer(config.tts, threads)
-        return cls(config=config, asr=asr, llm=llm, tts=tts, decoder=decoder)
+        return cls(config=config, asr=asr, llm=llm, tts=tts, decoder=decoder, llm_exactness=exactness,
+                   speculative_off_reason=speculative_off)
+
+    def llm_info(self) -> dict:
+        """What the session reports of its LLM (`session.started`'s "llm"): model, precision
+        ("float32+int8", "bfloat16", ... or "remote"), whether the exactness self-test passed, and the
+        speculative decoder in use ("none" when off, with "speculative_off" saying why)."""
+        from headstart.llm.remote_config import is_remote_llm
+
+        info: dict = {"model": self.config.llm.model}
+        if self.llm_exactness is None:  # a remote engine, or an LLM that was not loaded by `load`
+            info["precision"] = "remote" if is_remote_llm(self.config.llm.model) else "unchecked"
+            return info
+        info["precision"] = precision_label(self.llm)
+        info["exact"] = bool(self.llm_exactness.exact)
+        info["speculative"] = self.config.llm.speculative if self.decoder is not None else "none"
+        if self.speculative_off_reason:
+            info["speculative_off"] = self.speculative_off_reason
+        return info
 
     def close(self) -> None:
         for executor in (self.asr_executor, self.llm_executor, self.tts_executor):
             executor.shutdown(wait=False, cancel_futures=True)
+
+
+def choose_decoder(engine, config, threads, log: Callable[[str], None] = lambda _: None):
+    """Run the exactness self-test on a loaded local `engine` (llm/exactness.py) and build the
+    speculative decoder `config.speculative` asks for only where it passed: drafts would otherwise
+    steer the reply away from plain greedy's tokens (prompt lookup's drafts are the user's own words).
+    Returns (decoder or None, ExactnessReport, why speculative decoding is off or None). Raises what
+    `build_decoder` raises (ValueError, ModelNotPreparedError for a drafter)."""
+    from headstart.llm.exactness import check_exactness
+
+    exactness = check_exactness(engine, k=max(1, config.speculate_k))
+    log(f"LLM {precision_label(engine)}: {exactness.summary()}")
+    if config.speculative == "none":
+        return None, exactness, None
+    if not exactness.exact:
+        reason = f"speculative decoding off: {exactness.summary()}"
+        log(reason)
+        return None, exactness, reason
+    from headstart.llm.speculative import build_decoder
+
+    return build_decoder(engine, config, threads), exactness, None
+
+
+def precision_label(engine: object) -> str:
+    """ "float32+int8", "bfloat16", ...: what a local LLMEngine runs in."""
+    name = str(engine.dtype).removeprefix("torch.")
+    return f"{name}+{engine.quantize}" if engine.quantize else name
 
 
 def _connect_remote_llm(url: str, log: Callable[[str], None]):

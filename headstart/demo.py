@@ -48,7 +48,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
     add_tts_argument(parser)
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    add_llm_quantize_argument(parser)
+    add_history_argument(parser)
+    add_llm_precision_arguments(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
@@ -64,10 +65,43 @@ def add_tts_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                         "in the coqui environment `make coqui-env` builds")
 
 
-def add_llm_quantize_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--llm-quantize", choices=["auto", "int8", "none"], default=LLMConfig().quantize,
-                        help="dynamic int8 Linear layers for the LLM (CPU, float32 only); auto (default): int8 "
-                        "where the LLM runs in float32 on CPU; none: off")
+def add_llm_precision_arguments(parser: argparse.ArgumentParser) -> None:
+    """`--llm-dtype` and `--llm-quantize`, as every entry point that loads the LLM takes them
+    (`headstart.llm.precision`: "auto" is float32 with int8 layers on CPU)."""
+    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
+
+    parser.add_argument("--llm-dtype", choices=DTYPE_CHOICES, default=LLMConfig().dtype,
+                        help="the LLM's dtype; auto (default): float32 on CPU (with --llm-quantize auto: int8 "
+                        "layers, the fast and exact path on every CPU), bfloat16 on a GPU")
+    parser.add_argument("--llm-quantize", choices=QUANTIZE_CHOICES, default=LLMConfig().quantize,
+                        help="int8 Linear layers for the LLM (CPU, float32 only); auto (default): int8 where the "
+                        "LLM runs in float32 on a CPU with AVX2 or AVX-512; none: off")
+
+
+def llm_precision_from_args(args: argparse.Namespace, base: LLMConfig) -> dict:
+    """The LLMConfig fields `add_llm_precision_arguments` set (for `dataclasses.replace`)."""
+    quantize = getattr(args, "llm_quantize", base.quantize)
+    return {"dtype": getattr(args, "llm_dtype", None) or base.dtype,
+            "quantize": None if quantize == "none" else quantize}
+
+
+def add_history_argument(parser: argparse.ArgumentParser) -> None:
+    """`--max-history-tokens`, as every entry point that holds a conversation takes it
+    (`LLMConfig.max_history_tokens`, headstart/llm/history.py)."""
+
+    def setting(text: str):
+        from headstart.llm.history import parse_history_setting
+
+        try:
+            return parse_history_setting(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument("--max-history-tokens", type=setting, default=LLMConfig().max_history_tokens,
+                        metavar="N|auto|none",
+                        help="the conversation kept in the LLM's prompt, in tokens: past it, whole old turns "
+                        "are dropped (down to 75 %%); auto (default): what fits the model's context besides the "
+                        "reply; none: keep everything (a long conversation then outgrows the context)")
 
 
 def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
@@ -347,7 +381,8 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         threads=replace(base.threads, torch_threads=args.torch_threads),
         asr=replace(base.asr, model=args.asr),
         llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
-                    quantize=getattr(args, "llm_quantize", base.llm.quantize)),
+                    max_history_tokens=getattr(args, "max_history_tokens", base.llm.max_history_tokens),
+                    **llm_precision_from_args(args, base.llm)),
         tts=replace(base.tts, engine=args.tts, coqui_model=getattr(args, "coqui_model", None) or base.tts.coqui_model),
         session=session_config_from_args(args, base.session),
     )

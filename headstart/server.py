@@ -624,11 +624,14 @@ def add_arguments(parser) -> None:
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id (server-side only)")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id, or a serving engine: openai://HOST:PORT/MODEL (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    from headstart.demo import add_history_argument
+
+    add_history_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    from headstart.demo import add_head_start_argument, add_llm_quantize_argument, add_tts_argument
+    from headstart.demo import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
 
     add_tts_argument(parser, "server-side: ")
-    add_llm_quantize_argument(parser)
+    add_llm_precision_arguments(parser)
     add_head_start_argument(parser)
 
 

@@ -87,6 +87,7 @@ class RunResult:
     scores: list = field(default_factory=list)  # (virtual time delivered, text, EOU probability)
     asr_compute_s: float = 0.0
     eou_compute_s: list = field(default_factory=list)
+    acoustic: list = field(default_factory=list)  # (virtual time delivered, P(complete), compute s)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -97,14 +98,21 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpointing", choices=("semantic", "silence"), default="semantic",
                         help="semantic: EOU probability from the LLM adapts the silence; silence: fixed silence_s")
     parser.add_argument("--llm", default=None, help="LLM for the semantic EOU signal (default: the session's, LLMConfig.model)")
-    parser.add_argument("--quantize", choices=("auto", "int8", "none"), default=None,
+    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
+
+    parser.add_argument("--llm-quantize", "--quantize", dest="quantize", choices=QUANTIZE_CHOICES, default=None,
                         help="the EOU LLM's quantisation (default: LLMConfig.quantize, as the session loads it)")
+    parser.add_argument("--llm-dtype", dest="llm_dtype", choices=DTYPE_CHOICES, default=None,
+                        help="the EOU LLM's dtype (default: LLMConfig.dtype, as the session loads it)")
     parser.add_argument("--eou", choices=("head", "token"), default="head",
                         help="EOU signal: head = trained head on the LLM's last hidden state (llm/eou_head.py); "
                              "token = the LLM's raw end-of-turn token probability (llm/eou.py)")
     parser.add_argument("--eou-thresholds", choices=("head", "config"), default="head",
                         help="head: the eou_low/eou_high calibrated with the trained head (EOUHeadWeights.thresholds), "
                              "config: EndpointConfig's defaults")
+    parser.add_argument("--acoustic-model", default=None,
+                        help="acoustic end of turn fused with the text head (EndpointConfig.acoustic_model, e.g. "
+                             "smart-turn-v3.2; headstart/voice/turn_fusion.py); default: off, today's endpointer")
     parser.add_argument("--no-streaming", action="store_true",
                         help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
@@ -237,6 +245,7 @@ class _Sim:
         self.asr_job: _Job | None = None
         self.eou_jobs: list[_Job] = []
         self.llm_free_s = 0.0
+        self.acoustic_free_s = 0.0
         # "wall": a job costs its wall time (what this machine gives now, other users' load included);
         # "cpu": its process CPU time, jobs run one at a time (what an otherwise idle core would give)
         self.timing = timing
@@ -319,7 +328,25 @@ def _make_scorer(sim: _Sim, estimator: Any, messages: list, result: RunResult):
     return score
 
 
-async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple | None, timing: str = "wall") -> RunResult:
+def _make_acoustic_scorer(sim: _Sim, model: Any, result: RunResult):
+    """The acoustic model on its own worker (one thread), delivered at audio time like the EOU calls."""
+    async def score(samples: np.ndarray) -> float:
+        probability, compute_s = sim.measure(lambda: model.completion_probability(samples))
+        job = _Job(max(sim.now_s, sim.acoustic_free_s))
+        job.compute_s = compute_s
+        job.computed.set()
+        sim.acoustic_free_s = job.end_s
+        job.future = asyncio.get_running_loop().create_future()
+        sim.eou_jobs.append(job)
+        await job.future
+        result.acoustic.append((sim.now_s, probability, compute_s))
+        return probability
+
+    return score
+
+
+async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple | None, timing: str = "wall",
+                  acoustic: Any = None) -> RunResult:
     from headstart.audio import AudioFrame
     from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded
     from headstart.voice.endpoint import Endpointer
@@ -331,7 +358,8 @@ async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple 
     paced = _PacedASR(asr, sim, result)
     scorer = _make_scorer(sim, scorer_parts[0], scorer_parts[1], result) if scorer_parts else None
     executor = make_asr_executor()
-    listener = Listener(create_vad(config.vad), paced, Endpointer(config.endpoint), config.asr, executor, eou_scorer=scorer)
+    listener = Listener(create_vad(config.vad), paced, Endpointer(config.endpoint), config.asr, executor, eou_scorer=scorer,
+                        acoustic_scorer=_make_acoustic_scorer(sim, acoustic, result) if acoustic is not None else None)
 
     async def consume() -> None:
         async for event in listener:
@@ -458,6 +486,8 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         llm_config = LLMConfig() if args.llm is None else LLMConfig(model=args.llm)
         if getattr(args, "quantize", None) is not None:
             llm_config = replace(llm_config, quantize=None if args.quantize == "none" else args.quantize)
+        if getattr(args, "llm_dtype", None) is not None:
+            llm_config = replace(llm_config, dtype=args.llm_dtype)
         engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
         engine.warm_up()
         estimator = EOUHead.load(engine, llm_config.model) if eou_kind == "head" else EOUEstimator(engine)
@@ -469,6 +499,13 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     thresholds = getattr(getattr(scorer_parts[0], "weights", None), "thresholds", None) if scorer_parts else None
     if thresholds is not None and getattr(args, "eou_thresholds", "head") == "head":
         endpoint = replace(endpoint, eou_low=thresholds[0], eou_high=thresholds[1])
+    acoustic = None
+    if getattr(args, "acoustic_model", None):
+        from headstart.voice.smart_turn import SmartTurn
+
+        acoustic = SmartTurn.load(args.acoustic_model, threads=1)
+        acoustic.completion_probability(np.zeros(SR, np.float32))  # the first call pays set-up costs
+        endpoint = replace(endpoint, acoustic_model=args.acoustic_model)
     config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=endpoint)
     noise_rng = np.random.default_rng(args.seed)
     timing = getattr(args, "timing", "wall")
@@ -479,13 +516,15 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     pause_scores: list[float] = []
     asr_compute = audio_s = 0.0
     eou_costs: list[float] = []
+    acoustic_costs: list[float] = []
     for n, item in enumerate([] if getattr(args, "pauses_only", False) else items, 1):
         audio = np.concatenate([item.audio, room_noise(item.audio, item.speech_start_s, TAIL_S, noise_rng)])
-        res = asyncio.run(_stream(audio, asr, config, scorer_parts, timing))
+        res = asyncio.run(_stream(audio, asr, config, scorer_parts, timing, acoustic))
         pairs.append((item.text, res.final_text))
         asr_compute += res.asr_compute_s
         audio_s += audio.shape[0] / SR
         eou_costs += res.eou_compute_s
+        acoustic_costs += [c for _, _, c in res.acoustic]
         words = list(timer.transcribe(item.audio).words) if res.final_text else []
         partial_lat += _partial_latencies(res, words)
         if res.turns:
@@ -509,7 +548,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         for p in pause_set(items, timer, args.seed):
             res = asyncio.run(_stream(
                 np.concatenate([p.audio, room_noise(p.item.audio, p.item.speech_start_s, TAIL_S, noise_rng)]),
-                asr, config, scorer_parts, timing,
+                asr, config, scorer_parts, timing, acoustic,
             ))
             cut = any(eot.audio_s < p.pause_end_s for _, eot in res.turns)
             at_pause = [score for t, _text, score in res.scores if p.pause_start_s < t < p.pause_end_s + 0.2]
@@ -539,6 +578,8 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "false_cutoff_zero": f"{cutoffs['zero'][0]}/{cutoffs['zero'][1]}",
         "rtf": r(asr_compute / audio_s) if audio_s else None,
         "eou_call_p50_s": r(_percentile(eou_costs, 50)),
+        "acoustic_model": getattr(args, "acoustic_model", None),
+        "acoustic_call_p50_s": r(_percentile(acoustic_costs, 50)),
         # where the end-of-turn delay goes (complete recordings, p50 seconds after the true speech end)
         "stages_p50_s": {k: r(_percentile(v, 50)) for k, v in stages.items()},
         # the EOU probability a complete recording's turn ended on, and the one heard inside each pause

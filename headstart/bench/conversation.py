@@ -103,10 +103,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "starting one; its configuration is its own (reported as 'server')")
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
-    from headstart.demo import add_tts_argument
+    from headstart.demo import add_llm_precision_arguments, add_tts_argument
 
     add_tts_argument(parser)
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    from headstart.demo import add_history_argument
+
+    add_history_argument(parser)
+    add_llm_precision_arguments(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="bench-conversation", help="folder for the PNG plots and records.json "
                         "(created; default ./bench-conversation)")

@@ -20,6 +20,7 @@ import sys
 import time
 from dataclasses import replace
 
+from headstart.bench.machine import cpu_description
 from headstart.config import LLMConfig, ThreadPlan
 
 __all__ = ["add_arguments", "run_from_args", "QUESTIONS", "CONVERSATION"]
@@ -77,10 +78,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draft model for speculative decoding (default: the known pair's draft, if any; "
                              "'none' to skip)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    parser.add_argument("--dtype", default="auto", help="'auto' (fp32 on AVX2-only CPUs), 'float32', 'bfloat16'")
-    parser.add_argument("--quantize", choices=["auto", "int8", "none"], default=LLMConfig().quantize,
-                        help="dynamic int8 Linear layers (LLMConfig.quantize; float32 CPU only); auto (default): "
-                             "int8 where the model runs in float32 on CPU; none: off")
+    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
+
+    parser.add_argument("--llm-dtype", "--dtype", dest="dtype", choices=DTYPE_CHOICES, default=LLMConfig().dtype,
+                        help="the model's dtype (LLMConfig.dtype); auto (default): float32 on CPU")
+    parser.add_argument("--llm-quantize", "--quantize", dest="quantize", choices=QUANTIZE_CHOICES,
+                        default=LLMConfig().quantize,
+                        help="int8 Linear layers (LLMConfig.quantize; float32 CPU only); auto (default): "
+                             "int8 where the model runs in float32 on a CPU with AVX2 or AVX-512; none: off")
     parser.add_argument("--draft-quantize", choices=["auto", "int8", "none"], default="auto",
                         help="quantise only the draft model (LLMConfig.draft_quantize; auto: int8 for an fp32 "
                              "drafter on CPU); the output stays exact")
@@ -321,6 +326,10 @@ def run_from_args(args: argparse.Namespace) -> int:
     engine.warm_up()
     if draft is not None:
         draft.warm_up()
+    from headstart.llm.exactness import check_exactness
+
+    exactness = check_exactness(engine, k=args.speculate_k or 4)
+    log(f"self-test: {exactness.summary()}")
     log("TTFT ...")
     ttft = _ttft(engine, config, args.repeats, log)
     lookup = PromptLookupDrafter()
@@ -356,6 +365,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         "threads": args.threads,
         "dtype": str(engine.model.dtype).removeprefix("torch."),
         "quantize": engine.quantize,
+        "cpu": cpu_description(),
+        "selftest": exactness.as_dict(),
         "prompt_tokens": ttft["prompt_tokens"],
         "tail_tokens": ttft["tail_tokens"],
         "ttft_cold_s": round(cold, 4),
@@ -401,6 +412,9 @@ def _print_table(result: dict, decode: dict, quality: dict | None) -> None:
                if result["draft_model"] else "")
     print(f"\nLLM bench: {result['model']} ({result['dtype']}, {quant}, {result['threads']} thread(s){drafter}); "
           f"prompt {result['prompt_tokens']} tokens, tail after partials {result['tail_tokens']} tokens")
+    cpu = result["cpu"]
+    print(f"CPU {cpu['model']} ({', '.join(cpu['flags']) or 'no AVX2'}; torch {cpu['torch_capability']}), "
+          f"load {cpu['load_avg_1m']}; self-test: {'exact' if result['selftest']['exact'] else 'NOT exact'}")
     print(f"{'TTFT after end of turn':<28}{'seconds':>10}{'of cold':>10}")
     for name, key in (("cold prefill", "ttft_cold_s"), ("incremental prefill", "ttft_incremental_s"),
                       ("preemptive hit", "ttft_preemptive_s")):

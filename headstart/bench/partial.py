@@ -33,7 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--prompts", type=int, default=3, help="how many of the bench's decode prompts (1-3)")
     parser.add_argument("--thresholds", default="0.5,0.7,0.9", help="early-exit confidence thresholds")
     parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    parser.add_argument("--dtype", default="float32")
+    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
+
+    parser.add_argument("--llm-dtype", "--dtype", dest="dtype", choices=DTYPE_CHOICES, default="float32")
+    parser.add_argument("--llm-quantize", dest="quantize", choices=QUANTIZE_CHOICES, default="none",
+                        help="int8 Linear layers for the model (default none: the proposal head was trained on "
+                             "float32 features)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--history-turns", type=int, default=0,
                         help="instead: the KV-cache memory curve of an N-turn chat, bounded vs unbounded "
@@ -125,7 +130,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         return _history_curve(args)
     # the proposal heads are trained on (and read) the float model's weights: no int8 here
     config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens,
-                       quantize="none")
+                       quantize=None if args.quantize == "none" else args.quantize)
     try:
         folder = resolve_model(args.model)
         log(f"loading {args.model} on {args.device}")

@@ -18,6 +18,14 @@ from typing import TYPE_CHECKING, Any
 
 from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.cache import KVCache, cache_keyword
+from headstart.llm.precision import (
+    QUANTIZE_CHOICES,
+    QUANTIZE_MODES,
+    int8_unsupported_reason,
+    resolve_dtype,
+    resolve_precision,
+    resolve_quantize,
+)
 from headstart.llm.sampling import Sampler, Sampling
 
 if TYPE_CHECKING:
@@ -25,9 +33,6 @@ if TYPE_CHECKING:
 
 __all__ = ["LLMEngine", "LLMError", "common_prefix_len", "quantize_model", "resolve_dtype", "resolve_quantize"]
 
-QUANTIZE_MODES = ("int8",)
-# LLMConfig.quantize / draft_quantize: "auto" picks per machine; None and "none" mean off.
-QUANTIZE_CHOICES = ("auto", "int8", "none")
 
 # End-of-turn tokens of the common chat templates (ChatML, Llama 3, Phi, Gemma); one counts as an
 # end token when the tokenizer's chat template uses it.
@@ -54,13 +59,16 @@ class LLMEngine:
     [k, vocab] for `verify`. Token ids are Python ints.
     """
 
-    def __init__(self, model: Any, tokenizer: Any, config: LLMConfig) -> None:
-        """Wrap an already-loaded model (in eval mode) and tokenizer; most callers want `load`."""
+    def __init__(self, model: Any, tokenizer: Any, config: LLMConfig, precision_note: str | None = None) -> None:
+        """Wrap an already-loaded model (in eval mode) and tokenizer; most callers want `load`.
+        `precision_note`: why the config's "auto" precision did not take the int8 path here, if so."""
         self.model = model
         self.tokenizer = tokenizer
         self.config = config
+        self.precision_note = precision_note
         # the quantisation the model actually carries ("int8" or None), whatever the config asked
         self.quantize = "int8" if _has_dynamic_int8(model) else None
+        self.dtype = next(model.parameters()).dtype
         self._cache_kw = cache_keyword(model)
         self._logits_to_keep = "logits_to_keep" in _forward_params(model)
         self._cache = KVCache(model.config)
@@ -78,13 +86,14 @@ class LLMEngine:
     @classmethod
     def load(cls, path: str | Path, config: LLMConfig, threads: ThreadPlan) -> LLMEngine:
         """Load a prepared model folder (safetensors weights + tokenizer files) on `config.device` in
-        `config.dtype` (see `resolve_dtype`), set torch's thread
-        count from `threads.torch_threads`, and put the model in eval mode. Never downloads.
-        The Linear layers are then quantised as `config.quantize` resolves (`resolve_quantize`: by
-        default "auto", dynamic int8 where the model runs in float32 on CPU; see `quantize_model`).
+        the dtype and quantisation `config.dtype` and `config.quantize` resolve to
+        (`headstart.llm.precision.resolve_precision`: by default float32 with the project's int8
+        Linear layers on CPU, see `quantize_model`), set torch's thread count from
+        `threads.torch_threads`, and put the model in eval mode. Never downloads.
 
         Raises FileNotFoundError when `path` is not a folder with a config.json, ValueError for an
-        unknown dtype, an unknown or unsupported quantisation, or a thread count < 1.
+        unknown dtype, a quantisation that cannot run with that dtype, device or CPU, or a thread
+        count < 1.
         """
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -95,9 +104,8 @@ class LLMEngine:
                 f"{folder} is not a prepared model folder (no config.json); "
                 "prepare one with `python -m headstart models prepare NAME`"
             )
-        dtype = resolve_dtype(config.dtype, config.device)
-        quantize = resolve_quantize(config.quantize, config.dtype, config.device)
-        _check_quantize(quantize, dtype, config.device)
+        precision = resolve_precision(config.dtype, config.quantize, config.device)
+        dtype, quantize = precision.dtype, precision.quantize
         if threads.torch_threads < 1:
             raise ValueError(f"torch_threads must be >= 1, got {threads.torch_threads}")
         torch.set_num_threads(threads.torch_threads)
@@ -110,7 +118,7 @@ class LLMEngine:
             from headstart.llm.int8 import enable_rowwise_attention
 
             enable_rowwise_attention(model)  # multi-token forwards stay bit-identical to one-token steps
-        return cls(model, tokenizer, config)
+        return cls(model, tokenizer, config, precision_note=precision.note)
 
     @classmethod
     def from_config(cls, config: LLMConfig, threads: ThreadPlan) -> LLMEngine:
@@ -361,43 +369,6 @@ class LLMEngine:
         self.reset()
 
 
-def resolve_dtype(name: str, device: str = "cpu") -> torch.dtype:
-    """The torch dtype for a config name. "auto" picks bfloat16 where the hardware computes it
-    natively (on CPU: oneDNN's bf16 support, AVX512-BF16 or AMX; there prefill is 2.5-5x faster
-    than fp32) and float32 elsewhere (on an AVX2-only CPU bf16 matmuls take a slow path, measured
-    ~60x slower than fp32). ValueError for a name that is not a floating-point torch dtype."""
-    import torch
-
-    if name == "auto":
-        if device == "cpu":
-            try:
-                native_bf16 = bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
-            except (AttributeError, RuntimeError):
-                native_bf16 = False
-            return torch.bfloat16 if native_bf16 else torch.float32
-        return torch.bfloat16
-    dtype = getattr(torch, name, None)
-    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
-        raise ValueError(f"unknown floating-point dtype {name!r} (e.g. 'auto', 'bfloat16', 'float32')")
-    return dtype
-
-
-def resolve_quantize(mode: str | None, dtype: str = "auto", device: str = "cpu") -> str | None:
-    """The quantisation to apply for a config value (`LLMConfig.quantize` or `draft_quantize`) and
-    the model's dtype name and device: "auto" is "int8" where the model resolves to float32 on CPU
-    (the only place PyTorch has dynamic int8 kernels; decode there is memory-bound, and int8 Linear
-    layers measured qwen2.5-coder-0.5b TPOT 252 -> 127 ms on one thread) and None elsewhere (CUDA,
-    bf16); None and "none" are None; any other value is returned as is (`LLMEngine.load` checks it).
-    ValueError for an unknown dtype name (only when resolving "auto")."""
-    if mode is None or mode == "none":
-        return None
-    if mode != "auto":
-        return mode
-    import torch
-
-    return "int8" if device == "cpu" and resolve_dtype(dtype, device) == torch.float32 else None
-
-
 def quantize_model(model: Any, mode: str = "int8") -> Any:
     """Dynamic int8 quantisation of every torch.nn.Linear (the lm_head included; embeddings stay
     float32): int8 weights with one symmetric scale per output channel, activations quantised per
@@ -426,9 +397,12 @@ def _check_quantize(mode: str | None, dtype: Any, device: str) -> None:
         raise ValueError(f"unknown quantize mode {mode!r}; use one of {QUANTIZE_CHOICES} or None")
     if dtype != torch.float32:
         raise ValueError(f"quantize={mode!r} needs dtype float32 (the int8 kernels take float32 activations), "
-                         f"got {dtype}; set dtype='float32'")
+                         f"got {dtype}; set dtype='float32' (--llm-dtype float32)")
     if device != "cpu":
         raise ValueError(f"quantize={mode!r} runs on CPU only, got device {device!r}")
+    reason = int8_unsupported_reason()
+    if reason is not None:
+        raise ValueError(f"quantize={mode!r} cannot run here: {reason}")
 
 
 def _has_dynamic_int8(model: Any) -> bool:
