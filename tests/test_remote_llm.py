@@ -282,7 +282,9 @@ def test_a_spoken_turn_through_headstart_serve_on_the_remote_engine(gguf, tmp_pa
     assert word_error_rate(rec.text, final) <= 0.25, final
     done = next(e for e in first if e["type"] == "reply.done")
     metrics = next(e for e in first if e["type"] == "metrics.turn")
-    assert done["text"].strip() and metrics["ttft_ms"] > 0 and metrics["reply_audio_ms"] > 0
+    assert done["text"].strip() and metrics["reply_audio_ms"] > 0
+    # a preemptive hit may have its first token out before the end of turn: a TTFT of 0 is legitimate
+    assert metrics["ttft_ms"] >= 0 if metrics["preemptive"] == "hit" else metrics["ttft_ms"] > 0, metrics
     print(f"\nserve over the remote engine: reply {done['text']!r}, ttft {metrics['ttft_ms']} ms, "
           f"vad end -> first audio {metrics['vad_end_to_first_audio_ms']} ms, preemptive {metrics['preemptive']}")
 
