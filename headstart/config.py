@@ -168,8 +168,9 @@ class LLMConfig:
     preemptive_max_tokens: int = 8
     # Bounded history for long sessions (llm/history.py): the completed turns kept in the prompt, in
     # tokens; older whole turns are dropped between turns (down to 75 %), the system prompt and the turn
-    # in progress always stay. None: keep everything.
-    max_history_tokens: int | None = None
+    # in progress always stay. "auto": what fits the model's context besides the reply, the system prompt
+    # and the turn in progress (`history_budget`); None: keep everything (a prompt past the context fails).
+    max_history_tokens: int | str | None = "auto"
 
 
 @dataclass(frozen=True, slots=True)

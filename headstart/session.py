@@ -152,6 +152,7 @@ class Session:
         self._eou_cache: dict[str, asyncio.Future] = {}  # this utterance's EOU estimates by text
         self._eou_epoch = 0  # bumped at speech start and end of turn: queued estimates go stale
         self.eou_stats = {"computed": 0, "skipped": 0, "compute_s": 0.0}
+        self._llm_failure_epoch = -1  # the EOU epoch an LLM failure was last reported in
         sessions = getattr(components, "sessions", None)
         if sessions is not None:
             sessions.add(self)
@@ -183,8 +184,17 @@ class Session:
                         eou_scorer=self._score_eou if self._eou_scorer is not None else None)
 
     async def _score_eou(self, text: str) -> float | None:
-        """The EOU seam: the scorer's probability goes to the endpointer (returned) and the head start."""
-        probability = await self._eou_scorer(text)
+        """The EOU seam: the scorer's probability goes to the endpointer (returned) and the head start.
+        A failing scorer (the LLM) is reported as `llm_failed` and counts as no estimate: the listener
+        goes on (it died with it, and every audio frame then got "the listener's ASR failed")."""
+        try:
+            probability = await self._eou_scorer(text)
+        except Exception as exc:  # noqa: BLE001 - reported once per utterance; the endpointer waits its silence
+            if self._llm_failure_epoch != self._eou_epoch:
+                self._llm_failure_epoch = self._eou_epoch
+                self._out.put_nowait(StageError("llm_failed", f"the end-of-turn estimate failed: "
+                                                f"{type(exc).__name__}: {exc}"))
+            return None
         if self.turns.utterance == "user":
             self._head(self.head_start.eou(text, probability))
         return probability
@@ -823,17 +833,24 @@ class Session:
 
     def _messages(self) -> list[dict[str, str]]:
         system = {"role": "system", "content": self._config.llm.system_prompt}
-        # --- bounded history (partial, llm/history.py): whole old turns dropped between turns ---
-        if self._config.llm.max_history_tokens is not None:
-            if getattr(self, "_history_window", None) is None:
-                from headstart.llm.history import TurnWindow, approx_token_count
-
-                tok = getattr(self._components.llm, "tokenizer", None)
-                count = (lambda t: len(tok(t, add_special_tokens=False)["input_ids"])) if tok else approx_token_count
-                self._history_window = TurnWindow(self._config.llm.max_history_tokens, count)
+        # bounded history (llm/history.py): whole old turns dropped between turns
+        if getattr(self, "_history_window", False) is False:
+            self._history_window = self._new_history_window()
+        if self._history_window is not None:
             return self._history_window.select([system, *self.history])
-        # --- end bounded history ---
         return [system, *self.history]
+
+    def _new_history_window(self):
+        """The `TurnWindow` that bounds the history by `LLMConfig.max_history_tokens` (default "auto":
+        what fits the LLM's context besides the reply, `history_budget`), or None for "none"."""
+        from headstart.llm.history import TurnWindow, approx_token_count, history_budget
+
+        llm, config = self._components.llm, self._config.llm
+        tok = getattr(llm, "tokenizer", None)
+        count = (lambda t: len(tok(t, add_special_tokens=False)["input_ids"])) if tok else approx_token_count
+        budget = history_budget(config.max_history_tokens, getattr(llm, "max_positions", None),
+                                config.max_new_tokens, count(config.system_prompt))
+        return None if budget is None else TurnWindow(budget, count)
 
     async def _run_reply(self, reply: Reply) -> None:
         from headstart.llm.stream import ReplyStream
@@ -860,6 +877,7 @@ class Session:
                 lambda *a, **k: ReplyStream(c.llm, *a, decoder=decoder, **k))
             reply.stream = open_reply(self._messages(), self._config.llm, c.llm_executor, clock=self._clock)
         stream = reply.stream
+        llm_done = False
         try:
             async for event in stream:
                 self._llm_started(reply)
@@ -867,13 +885,16 @@ class Session:
                     reply.text.append(event.text)
                     tts.push_text(event.text)
                 self._deliver(reply, event)
+            llm_done = True
             tts.end_input()
             await audio_task
             await reply.released.wait()  # a held reply whose audio is all made waits for its release
-        except BaseException:
+        except BaseException as exc:
             self._llm_started(reply)
             _cancel_streams(reply)
             await _cancel(audio_task)
+            if not llm_done and isinstance(exc, Exception) and not isinstance(getattr(exc, "code", None), str):
+                raise StageError("llm_failed", f"the reply's LLM failed: {type(exc).__name__}: {exc}") from exc
             raise
         turn = reply.turn
         reply.finished = True
@@ -982,6 +1003,15 @@ def resolve_eou(components, config) -> tuple[object | None, object]:
                 endpoint = replace(endpoint, eou_low=float(trained[0]), eou_high=float(trained[1]))
             return model, endpoint
     return None, endpoint
+
+
+class StageError(RuntimeError):
+    """A stage failed; the session goes on. `code` names the failure for the server's `error` event:
+    "llm_failed" (the local LLM raised, e.g. a prompt beyond its context)."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 @dataclass(frozen=True, slots=True)

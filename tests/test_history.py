@@ -160,3 +160,25 @@ def test_session_messages_are_bounded_when_configured(monkeypatch):
     assert max(sizes) <= 300 and max(sizes[100:]) <= max(sizes[:50])
     assert all(msgs[0]["role"] == "system" for msgs in bounded)
     assert bounded[-1][-1] == unbounded[-1][-1]  # the newest turn is always there
+
+
+def test_the_default_budget_is_the_context_minus_the_reply_and_the_turn_in_progress():
+    from headstart.config import LLMConfig
+    from headstart.llm.history import (
+        FALLBACK_CONTEXT_TOKENS,
+        TURN_HEADROOM_TOKENS,
+        history_budget,
+        parse_history_setting,
+    )
+
+    assert LLMConfig().max_history_tokens == "auto"  # bounded by default (issue 20, item 10)
+    room = MESSAGE_OVERHEAD_TOKENS + TURN_HEADROOM_TOKENS
+    assert history_budget("auto", 8192, 60, 40) == 8192 - 60 - 40 - room
+    assert history_budget("auto", None, 60, 40) == FALLBACK_CONTEXT_TOKENS - 60 - 40 - room  # a remote engine
+    assert history_budget("auto", 300, 60, 40) == 64  # a tiny context still keeps the last turn or so
+    assert history_budget(512, 8192, 60, 40) == 512 and history_budget(None, 8192, 60, 40) is None
+    assert [parse_history_setting(v) for v in ("auto", "AUTO", "none", None, "512", 512)] == \
+        ["auto", "auto", None, None, 512, 512]
+    for bad in ("0", "-5", "many", 1.5, True, ""):
+        with pytest.raises(ValueError, match="max history tokens"):
+            parse_history_setting(bad)

@@ -20,10 +20,45 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-__all__ = ["TurnWindow", "approx_token_count", "split_turns"]
+__all__ = ["TurnWindow", "approx_token_count", "history_budget", "parse_history_setting", "split_turns"]
 
 # Chat-template framing per message (role header, end marker, newlines): ~4-6 tokens in ChatML.
 MESSAGE_OVERHEAD_TOKENS = 5
+# "auto": room kept besides the history for the turn in progress (30 s of speech, EndpointConfig.max_turn_s,
+# is ~90 words, ~120 tokens) and the template's framing, with a margin for a tokenizer the estimate misjudges
+TURN_HEADROOM_TOKENS = 256
+# the context assumed for an engine that does not say (a remote engine): the smallest of the presets'
+FALLBACK_CONTEXT_TOKENS = 8192
+
+
+def parse_history_setting(value: str | int | None) -> int | str | None:
+    """`--max-history-tokens` / `LLMConfig.max_history_tokens`: "auto", "none" (None) or a budget >= 1.
+    ValueError for anything else."""
+    if value is None or (isinstance(value, str) and value.strip().lower() == "none"):
+        return None
+    if isinstance(value, str) and value.strip().lower() == "auto":
+        return "auto"
+    try:
+        budget = int(value) if not isinstance(value, bool) else None
+    except (TypeError, ValueError):
+        budget = None
+    if budget is None or budget < 1 or (isinstance(value, float) and value != budget):
+        raise ValueError(f"max history tokens must be 'auto', 'none' or an integer >= 1, got {value!r}")
+    return budget
+
+
+def history_budget(setting: int | str | None, context_tokens: int | None, max_new_tokens: int,
+                   system_tokens: int) -> int | None:
+    """The token budget of the completed turns a `TurnWindow` keeps, from `LLMConfig.max_history_tokens`:
+    an int is used as is, None keeps everything, "auto" is what fits the model's context
+    (`context_tokens`, else FALLBACK_CONTEXT_TOKENS) besides the reply (`max_new_tokens`), the system
+    prompt (`system_tokens`) and TURN_HEADROOM_TOKENS for the turn in progress; at least 64.
+    ValueError for any other setting."""
+    setting = parse_history_setting(setting)
+    if setting != "auto":
+        return setting  # type: ignore[return-value]
+    context = context_tokens or FALLBACK_CONTEXT_TOKENS
+    return max(64, context - max_new_tokens - system_tokens - MESSAGE_OVERHEAD_TOKENS - TURN_HEADROOM_TOKENS)
 
 
 def approx_token_count(text: str) -> int:
