@@ -49,7 +49,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_tts_argument(parser)
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
     add_history_argument(parser)
-    add_history_argument(parser)
     add_llm_precision_arguments(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
@@ -84,25 +83,6 @@ def llm_precision_from_args(args: argparse.Namespace, base: LLMConfig) -> dict:
     quantize = getattr(args, "llm_quantize", base.quantize)
     return {"dtype": getattr(args, "llm_dtype", None) or base.dtype,
             "quantize": None if quantize == "none" else quantize}
-
-
-def add_history_argument(parser: argparse.ArgumentParser) -> None:
-    """`--max-history-tokens`, as every entry point that holds a conversation takes it
-    (`LLMConfig.max_history_tokens`, headstart/llm/history.py)."""
-
-    def setting(text: str):
-        from headstart.llm.history import parse_history_setting
-
-        try:
-            return parse_history_setting(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parser.add_argument("--max-history-tokens", type=setting, default=LLMConfig().max_history_tokens,
-                        metavar="N|auto|none",
-                        help="the conversation kept in the LLM's prompt, in tokens: past it, whole old turns "
-                        "are dropped (down to 75 %%); auto (default): what fits the model's context besides the "
-                        "reply; none: keep everything (a long conversation then outgrows the context)")
 
 
 def add_history_argument(parser: argparse.ArgumentParser) -> None:
@@ -401,7 +381,6 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         threads=replace(base.threads, torch_threads=args.torch_threads),
         asr=replace(base.asr, model=args.asr),
         llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
-                    max_history_tokens=getattr(args, "max_history_tokens", base.llm.max_history_tokens),
                     max_history_tokens=getattr(args, "max_history_tokens", base.llm.max_history_tokens),
                     **llm_precision_from_args(args, base.llm)),
         tts=replace(base.tts, engine=args.tts, coqui_model=getattr(args, "coqui_model", None) or base.tts.coqui_model),

@@ -360,9 +360,6 @@ def add_arguments(parser) -> None:
     from headstart.demo import add_history_argument
 
     add_history_argument(parser)
-    from headstart.demo import add_history_argument
-
-    add_history_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     add_llm_precision_arguments(parser)
     add_head_start_argument(parser)

@@ -627,9 +627,6 @@ def add_arguments(parser) -> None:
     from headstart.demo import add_history_argument
 
     add_history_argument(parser)
-    from headstart.demo import add_history_argument
-
-    add_history_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     from headstart.demo import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
 

@@ -110,9 +110,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from headstart.demo import add_history_argument
 
     add_history_argument(parser)
-    from headstart.demo import add_history_argument
-
-    add_history_argument(parser)
     add_llm_precision_arguments(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
     parser.add_argument("--out", default="bench-conversation", help="folder for the PNG plots and records.json "
