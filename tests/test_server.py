@@ -378,3 +378,21 @@ def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(r
     assert 10 < num_audio < 3000  # it got some audio, then the server stopped sending
     assert slot_freed
     assert took_s < 40
+
+
+def test_the_websockets_floor_has_the_fixes_the_server_relies_on():
+    """pyproject.toml allowed websockets>=13: 13.x-14.1 crash (asyncio implementation) when a pong comes
+    for a cancelled ping, which the slow-consumer probe can leave behind, and take no regular expression
+    in `origins` (LOCAL_ORIGINS); both came in 14.2 (its changelog)."""
+    import re
+    import tomllib
+    from importlib.metadata import version
+    from pathlib import Path
+
+    from packaging.requirements import Requirement
+    from packaging.version import Version
+
+    project = tomllib.loads((Path(__file__).resolve().parents[1] / "pyproject.toml").read_text())["project"]
+    (spec,) = [Requirement(d).specifier for d in project["dependencies"] if re.match(r"websockets\b", d)]
+    assert not spec.contains("14.1") and not spec.contains("13.1") and spec.contains("14.2")
+    assert spec.contains(Version(version("websockets")))
