@@ -9,7 +9,8 @@ websocket); messages over `max_message_bytes` close the connection with 1009; au
 `max_audio_speed` x real time (after a burst allowance) is dropped with an `error` event; at most
 `max_sessions` sessions (503 at the handshake, close 1013 in a race); clients choose no files or models
 (unknown fields are ignored); static paths cannot leave web/. Every bad frame gets an `error` event and
-the session goes on. A client that goes away has all of its session's tasks cancelled at once.
+the session goes on. A client that goes away has all of its session's tasks cancelled at once; one that
+reads too slowly (`max_send_lag_s`) gets `slow_consumer` and a close with 1008.
 """
 
 from __future__ import annotations
