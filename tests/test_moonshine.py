@@ -47,9 +47,11 @@ def _rec(name: str):
 
 
 # --- the conversion, on a small ORT-format model made here -------------------------------------------
-def _tiny_ort_model(tmp_path: Path) -> tuple[Path, Path, np.ndarray]:
-    """An ONNX model whose MatMul weight is int8 behind Cast -> Mul -> Add (as Moonshine's .ort files
-    keep theirs), saved as ONNX and, by onnxruntime itself with no optimisation, as an ORT-format file."""
+def _tiny_ort_model(tmp_path: Path) -> tuple[Path, Path, dict]:
+    """An ONNX model shaped like Moonshine's .ort files: a MatMul weight kept as int8 behind
+    Cast -> Mul -> Add in the main graph, read inside the branches of an If (as the merged decoder's
+    branches read its weights), one branch through a Transpose of a main-graph weight (the tied
+    embedding). Saved as ONNX and, by onnxruntime itself with no optimisation, as an ORT-format file."""
     import onnx
     import onnxruntime as ort
     from onnx import TensorProto, helper, numpy_helper
@@ -58,19 +60,28 @@ def _tiny_ort_model(tmp_path: Path) -> tuple[Path, Path, np.ndarray]:
     wq = rng.integers(-127, 128, size=(64, 32), dtype=np.int8)
     scale = np.float32(0.013)
     offset = (rng.standard_normal(32) * 0.01).astype(np.float32)
+    v = (rng.standard_normal((32, 64)) * 0.3).astype(np.float32)
+    out_info = [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 32])]
+    then_branch = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["z_then"])], "then", [],
+                                    [helper.make_tensor_value_info("z_then", TensorProto.FLOAT, ["batch", 32])])
+    else_branch = helper.make_graph(
+        [helper.make_node("Transpose", ["v"], ["v_transposed"], perm=[1, 0]),
+         helper.make_node("MatMul", ["x", "v_transposed"], ["z_else"])],
+        "else", [], [helper.make_tensor_value_info("z_else", TensorProto.FLOAT, ["batch", 32])],
+    )
     nodes = [
         helper.make_node("Cast", ["w_quantized"], ["w_cast"], to=TensorProto.FLOAT, name="cast"),
         helper.make_node("Mul", ["w_cast", "w_scale"], ["w_scaled"], name="mul"),
         helper.make_node("Add", ["w_scaled", "w_offset"], ["w"], name="add"),
-        helper.make_node("MatMul", ["x", "w"], ["y"], name="matmul"),
-        helper.make_node("Relu", ["y"], ["z"], name="relu"),
+        helper.make_node("If", ["cond"], ["z"], then_branch=then_branch, else_branch=else_branch, name="if"),
     ]
     graph = helper.make_graph(
         nodes, "tiny",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
-        [helper.make_tensor_value_info("z", TensorProto.FLOAT, ["batch", 32])],
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64]),
+         helper.make_tensor_value_info("cond", TensorProto.BOOL, [1])],
+        out_info,
         initializer=[numpy_helper.from_array(wq, "w_quantized"), numpy_helper.from_array(np.array(scale), "w_scale"),
-                     numpy_helper.from_array(offset, "w_offset")],
+                     numpy_helper.from_array(offset, "w_offset"), numpy_helper.from_array(v, "v")],
     )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
     model.ir_version = 8
@@ -85,32 +96,37 @@ def _tiny_ort_model(tmp_path: Path) -> tuple[Path, Path, np.ndarray]:
     return onnx_path, ort_path, x
 
 
-def _run(path: Path, x: np.ndarray) -> np.ndarray:
+def _run(path: Path, x: np.ndarray) -> list[np.ndarray]:
+    """The model's output for both branches of its If."""
     import onnxruntime as ort
 
-    return ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    return [session.run(None, {"x": x, "cond": np.array([cond])})[0] for cond in (True, False)]
 
 
 def test_ort_file_is_rebuilt_folded_and_quantised(tmp_path):
+    import onnx
+
     from headstart.voice.ort_convert import convert_ort_model, fold_dequantize_chains, read_ort_model
 
     onnx_path, ort_path, x = _tiny_ort_model(tmp_path)
     expected = _run(onnx_path, x)
     rebuilt = read_ort_model(ort_path)
-    assert [n.op_type for n in rebuilt.graph.node] == ["Cast", "Mul", "Add", "MatMul", "Relu"]
-    assert fold_dequantize_chains(rebuilt) == 3
-    assert [n.op_type for n in rebuilt.graph.node] == ["MatMul", "Relu"]
-    assert [t.name for t in rebuilt.graph.initializer] == ["w"]  # the int8 tensor and its scales are gone
-    import onnx
-
+    assert [n.op_type for n in rebuilt.graph.node] == ["Cast", "Mul", "Add", "If"]
+    assert fold_dequantize_chains(rebuilt) == 4  # the chain, and the Transpose inside the else branch
+    assert [n.op_type for n in rebuilt.graph.node] == ["If"]
+    branches = {a.name: [n.op_type for n in a.g.node] for a in rebuilt.graph.node[0].attribute}
+    assert branches == {"then_branch": ["MatMul"], "else_branch": ["MatMul"]}
+    assert sorted(t.name for t in rebuilt.graph.initializer) == ["v_transposed", "w"]  # int8, scales, v gone
     onnx.save_model(rebuilt, tmp_path / "folded.onnx")
-    np.testing.assert_array_equal(_run(tmp_path / "folded.onnx", x), expected)  # same float32 operations
+    for got, want in zip(_run(tmp_path / "folded.onnx", x), expected):
+        np.testing.assert_array_equal(got, want)  # the same float32 operations
 
     out = tmp_path / "quantised.onnx"
     info = convert_ort_model(ort_path, out)
-    assert info == {"folded": 3, "matmul_integer": 1}
-    quantised = _run(out, x)
-    assert np.abs(quantised - expected).max() < 0.05 * np.abs(expected).max()
+    assert info == {"folded": 4, "matmul_integer": 2}  # both branches' MatMuls
+    for got, want in zip(_run(out, x), expected):
+        assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
     first = out.read_bytes()
     convert_ort_model(ort_path, out)
     assert out.read_bytes() == first  # deterministic

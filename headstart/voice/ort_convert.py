@@ -5,9 +5,11 @@ initializer behind a Cast -> Mul(scale) -> Add chain that runs at every call: ea
 dequantises all its weights, and onnxruntime does not re-optimise an ORT-format model at load.
 `convert_ort_model` reads the flatbuffer with the schema bindings onnxruntime ships
 (onnxruntime/tools/ort_format_model/ort_flatbuffers_py), rebuilds the graph as an `onnx.ModelProto`,
-evaluates every Cast/Mul/Add whose inputs are all constants once (numpy float32, the same IEEE
-operations onnxruntime would run), keeps the results as float32 initializers, and then quantises the
-MatMuls with `onnxruntime.quantization.quantize_dynamic` (int8 weights, per tensor; activations
+evaluates every Cast/Mul/Add/Transpose whose inputs are all constants once (numpy float32, the same
+IEEE operations onnxruntime would run; the If branches of the merged decoder too, where the tied
+embedding was transposed at every step for the output projection), keeps the results as float32
+initializers, and then quantises the MatMuls with
+`onnxruntime.quantization.quantize_dynamic` (int8 weights, per tensor; activations
 quantised at run time). The steps are deterministic: the same input and library versions give the
 same bytes.
 
@@ -23,8 +25,8 @@ from pathlib import Path
 
 import numpy as np
 
-# the ops folded when all their inputs are constants: the dequantisation chain
-_FOLDABLE = frozenset({"Cast", "Mul", "Add"})
+# the ops folded when all their inputs are constants: the dequantisation chain, and a weight's transpose
+_FOLDABLE = frozenset({"Cast", "Mul", "Add", "Transpose"})
 
 
 class OrtConvertError(RuntimeError):
@@ -215,47 +217,72 @@ def _read_attribute(a, fbs):
 
 
 def fold_dequantize_chains(model) -> int:
-    """Evaluate, in place, the main graph's Cast/Mul/Add nodes whose inputs are all initializers, and
-    keep their outputs as initializers (Cast(int8) -> Mul(scale) -> Add becomes one float32 tensor).
-    Initializers that nothing reads any more are removed.
+    """Evaluate, in place, the Cast/Mul/Add/Transpose nodes whose inputs are all main-graph
+    initializers (or results folded before them), in the main graph and in its subgraphs (the If
+    branches of a merged decoder read the main graph's weights), and keep their outputs as main-graph
+    float32 initializers: Cast(int8) -> Mul(scale) -> Add becomes one tensor, and a tied embedding's
+    per-call Transpose for the output projection becomes a constant that the quantiser sees. Initializers
+    that nothing reads any more are removed.
 
     Returns:
         The number of nodes folded.
+
+    Raises:
+        OrtConvertError: two folded nodes of the same name disagree, or a fold changed a dtype.
     """
-    from onnx import helper, numpy_helper
+    from onnx import numpy_helper
 
     graph = model.graph
     consts = {t.name: numpy_helper.to_array(t) for t in graph.initializer}
     folded_outputs: dict[str, np.ndarray] = {}
+    count = _fold_nodes(graph, consts, folded_outputs)
+    used = _names_read(graph.node) | {o.name for o in graph.output}
+    originals = [t for t in graph.initializer if t.name in used]
+    new = [numpy_helper.from_array(np.ascontiguousarray(v), name) for name, v in folded_outputs.items() if name in used]
+    del graph.initializer[:]
+    graph.initializer.extend(originals + new)
+    return count
+
+
+def _fold_nodes(graph, consts: dict[str, np.ndarray], folded_outputs: dict[str, np.ndarray]) -> int:
+    """Fold the foldable nodes of `graph` (stored in topological order), then of its subgraphs."""
     kept = []
-    folded = 0
-    for node in graph.node:  # nodes are stored in topological order
+    count = 0
+    for node in graph.node:
         if node.op_type in _FOLDABLE and node.domain in ("", "ai.onnx") and node.input and all(
             name in consts for name in node.input
         ):
-            args = [consts[name] for name in node.input]
-            if node.op_type == "Cast":
-                to = next(a.i for a in node.attribute if a.name == "to")
-                value = args[0].astype(helper.tensor_dtype_to_np_dtype(to))
-            elif node.op_type == "Mul":
-                value = np.multiply(args[0], args[1])
-            else:
-                value = np.add(args[0], args[1])
-            if value.dtype != args[0].dtype and node.op_type != "Cast":
-                raise OrtConvertError(f"folding {node.name!r} changed the dtype to {value.dtype}")
-            consts[node.output[0]] = value
-            folded_outputs[node.output[0]] = value
-            folded += 1
+            value = _evaluate(node, [consts[name] for name in node.input])
+            name = node.output[0]
+            if name in folded_outputs and not np.array_equal(folded_outputs[name], value):
+                raise OrtConvertError(f"two folded nodes named {name!r} disagree")
+            consts[name] = folded_outputs[name] = value
+            count += 1
         else:
             kept.append(node)
-    used = _names_read(kept) | {o.name for o in graph.output}
-    originals = [t for t in graph.initializer if t.name in used]
-    new = [numpy_helper.from_array(np.ascontiguousarray(v), name) for name, v in folded_outputs.items() if name in used]
     del graph.node[:]
     graph.node.extend(kept)
-    del graph.initializer[:]
-    graph.initializer.extend(originals + new)
-    return folded
+    for node in graph.node:
+        for attr in node.attribute:
+            for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+                # names the subgraph defines itself shadow nothing of the outer scope here (ONNX is SSA)
+                count += _fold_nodes(sub, consts, folded_outputs)
+    return count
+
+
+def _evaluate(node, args: list[np.ndarray]) -> np.ndarray:
+    from onnx import helper
+
+    if node.op_type == "Cast":
+        to = next(a.i for a in node.attribute if a.name == "to")
+        return args[0].astype(helper.tensor_dtype_to_np_dtype(to))
+    if node.op_type == "Transpose":
+        perm = next((list(a.ints) for a in node.attribute if a.name == "perm"), None)
+        return np.ascontiguousarray(np.transpose(args[0], perm))
+    value = np.multiply(args[0], args[1]) if node.op_type == "Mul" else np.add(args[0], args[1])
+    if value.dtype != args[0].dtype:
+        raise OrtConvertError(f"folding {node.name!r} changed the dtype to {value.dtype}")
+    return value
 
 
 def _names_read(nodes) -> set[str]:
@@ -294,7 +321,6 @@ def convert_ort_model(ort_path: str | Path, onnx_path: str | Path) -> dict:
     with tempfile.TemporaryDirectory(dir=onnx_path.parent) as tmp:
         float_path = Path(tmp) / "float.onnx"
         onnx.save_model(model, float_path)
-        quant_log = logging.getLogger("onnxruntime.quantization")
         root_level = logging.getLogger().level
         logging.getLogger().setLevel(logging.ERROR)  # quantize_dynamic warns about pre-processing on root
         try:
@@ -307,7 +333,6 @@ def convert_ort_model(ort_path: str | Path, onnx_path: str | Path) -> dict:
             )
         finally:
             logging.getLogger().setLevel(root_level)
-        del quant_log
     quantized = onnx.load(onnx_path)
     count = _count_ops(quantized.graph, "MatMulInteger")
     if count == 0:
