@@ -119,6 +119,12 @@ class EndpointConfig:
     # counts as silence from the last word's end
     max_wordless_s: float = 2.0
     max_turn_s: float = 30.0  # backstop: a turn is cut here even during speech
+    # acoustic end of turn (headstart/voice/turn_fusion.py): None = off, the text head alone decides; a
+    # model (preset "smart-turn-v3.2" or an .onnx file) hears the turn's audio once per pause, at
+    # `acoustic_after_s` of silence (it is only trustworthy then), and the endpointer decides from that,
+    # the text head's probability and the recogniser's trailing-off marks together
+    acoustic_model: str | None = None
+    acoustic_after_s: float = 0.2
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,16 +136,17 @@ class LLMConfig:
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
-    # "auto": bfloat16 where the CPU computes it natively (oneDNN bf16: AVX512-BF16/AMX), else float32.
-    # On an AVX2-only CPU bf16 matmuls fall to a slow path (~60x slower than fp32, measured).
+    # "auto": float32 on CPU, whatever bf16 support it reports (with quantize "auto", the int8 path: the
+    # fastest and the exact one on every CPU measured, docs/llm.md "Precision"); bfloat16 on a GPU.
+    # "bfloat16" on CPU only when asked for: its multi-token forwards differ from one-token steps, so the
+    # load-time self-test (llm/exactness.py) then turns speculative decoding off.
     dtype: str = "auto"
     device: str = "cpu"
     # "int8": dynamic int8 Linear layers after loading (llm/int8.py: int8 weights per channel, activations
     # per token, so multi-token forwards stay bit-identical to one-token steps), fewer bytes per decoded
     # token on CPU; needs dtype "float32" (or "auto" resolving to it). None or "none": off. "auto": int8
-    # where the model resolves to float32 on CPU, else off (CUDA, bf16); measured qwen2.5-coder-0.5b,
-    # 1 thread, these int8 layers: TPOT 252 -> 127 ms, prefill of 59 tokens 1.13 -> 0.64 s (torch.ao's
-    # int8, not exact under speculation, measured 90 ms in another run).
+    # where the model resolves to float32 on a CPU with the int8 kernels (AVX2 or AVX-512), else off
+    # (CUDA, bf16, an older CPU: plain float32 with a message). llm/precision.py; figures in docs/llm.md.
     quantize: str | None = "auto"
     system_prompt: str = (
         "You are headstart, a friendly voice assistant. Your answers are spoken aloud, so reply in one "

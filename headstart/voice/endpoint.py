@@ -20,6 +20,14 @@ Two guards keep a turn from running forever:
 * `max_turn_s`: a turn that has lasted this long ends even during speech (a stuck VAD, endless noise);
   if speech is still going on, a new turn opens at that point (`forced` is then True).
 
+Acoustic fusion (`EndpointConfig.acoustic_model` set, headstart/voice/turn_fusion.py): the listener
+scores the turn's audio once per pause, at `acoustic_after_s` of silence (`await_acoustic`, then
+`push_acoustic`); once both that score and the text's EOU probability are known, the required silence
+follows the fused probability (with the fusion's own thresholds) instead of the text's alone. While an
+acoustic score is being computed the turn waits for it (`max_silence_s` at most); without one (speech
+too short to reach the pause) the text alone decides, as without the fusion. Speech that resumes makes
+the acoustic score stale: it is forgotten.
+
 All times are stream positions in seconds, so the decision does not depend on wall time or frame size.
 The VAD's SpeechEnded time is padded (`VADConfig.speech_pad_s`), so the silence after the last voiced
 window is speech_pad_s + the required silence, and the decision comes no earlier than the VAD's own
@@ -32,6 +40,7 @@ import math
 
 from headstart.config import EndpointConfig
 from headstart.events import EndOfTurn, SpeechEnded, SpeechStarted
+from headstart.voice.turn_fusion import FITTED, FusionWeights
 
 
 def eou_thresholds(config: EndpointConfig) -> tuple[float, float]:
@@ -41,12 +50,15 @@ def eou_thresholds(config: EndpointConfig) -> tuple[float, float]:
     return config.eou_low, config.eou_high
 
 
-def required_silence_s(config: EndpointConfig, eou_probability: float | None) -> float:
+def required_silence_s(
+    config: EndpointConfig, eou_probability: float | None, thresholds: tuple[float, float] | None = None
+) -> float:
     """The silence (seconds after the padded speech end) that ends a turn whose text has this EOU
-    probability; `config.silence_s` when it is None (unknown) or `config.semantic` is False."""
+    probability; `config.silence_s` when it is None (unknown) or `config.semantic` is False.
+    `thresholds`: (low, high) in place of the config's (the fusion's own pair)."""
     if eou_probability is None or not config.semantic:
         return config.silence_s
-    low, high = eou_thresholds(config)
+    low, high = eou_thresholds(config) if thresholds is None else thresholds
     if eou_probability >= high:
         return config.min_silence_s
     if eou_probability <= low:
@@ -57,16 +69,22 @@ def required_silence_s(config: EndpointConfig, eou_probability: float | None) ->
 
 
 class Endpointer:
-    """A synchronous policy: `push(vad_event)`, `push_eou(p)`, `push_words(...)`,
+    """A synchronous policy: `push(vad_event)`, `push_eou(p, text)`, `push_acoustic(p)`, `push_words(...)`,
     `poll(audio_s) -> EndOfTurn | None`, `flush`, `reset`.
+
+    Args:
+        config: the settings; `config.acoustic_model` (not None) switches the acoustic fusion on.
+        fusion: the fusion's weights and thresholds (default `turn_fusion.FITTED`); used only with
+            `config.acoustic_model` set.
 
     Raises:
         ValueError: on an inconsistent config (negative silences, min > max silence, thresholds not
-            0 < eou_low < eou_high <= 1, head_thresholds not 'trained'/'config', max_turn_s or max_wordless_s <= 0), on time going backwards or
+            0 < eou_low < eou_high <= 1, head_thresholds not 'trained'/'config', max_turn_s, max_wordless_s
+            or acoustic_after_s <= 0), on time going backwards or
             on a probability outside [0, 1] / NaN.
     """
 
-    def __init__(self, config: EndpointConfig) -> None:
+    def __init__(self, config: EndpointConfig, fusion: FusionWeights | None = None) -> None:
         if config.head_thresholds not in ("trained", "config"):
             raise ValueError(f"EndpointConfig.head_thresholds must be 'trained' or 'config', got {config.head_thresholds!r}")
         for name in ("silence_s", "min_silence_s", "max_silence_s"):
@@ -86,7 +104,13 @@ class Endpointer:
             raise ValueError(f"EndpointConfig.max_turn_s must be > 0, got {config.max_turn_s}")
         if not config.max_wordless_s > 0:
             raise ValueError(f"EndpointConfig.max_wordless_s must be > 0, got {config.max_wordless_s}")
+        if not config.acoustic_after_s > 0:
+            raise ValueError(f"EndpointConfig.acoustic_after_s must be > 0, got {config.acoustic_after_s}")
+        if fusion is not None and not isinstance(fusion, FusionWeights):
+            raise TypeError(f"fusion must be FusionWeights, got {type(fusion).__name__}")
         self.config = config
+        # the fusion is on only with an acoustic model configured (today's endpointer otherwise)
+        self.fusion: FusionWeights | None = (fusion or FITTED) if config.acoustic_model else None
         self.reset()
 
     def reset(self) -> None:
@@ -95,7 +119,10 @@ class Endpointer:
         self._silence_start_s: float | None = None
         self._last_s = 0.0
         self._eou: float | None = None
+        self._eou_text = ""  # the text behind _eou, as the recogniser wrote it (its trailing marks)
         self._awaiting = False  # the EOU of the text up to the speech end is being computed
+        self._acoustic: float | None = None  # the acoustic score of the pause in progress
+        self._awaiting_acoustic = False
         self._last_word_end_s: float | None = None
         self._heard_until_s: float | None = None
         self.forced = False  # whether the last EndOfTurn came from the max_turn_s guard
@@ -115,11 +142,27 @@ class Endpointer:
         return self._eou
 
     @property
+    def acoustic_probability(self) -> float | None:
+        """The acoustic score pushed for the pause in progress (None: none, or speech resumed since)."""
+        return self._acoustic
+
+    @property
+    def fused_probability(self) -> float | None:
+        """The fusion's probability from the text's EOU probability, the acoustic score and the text's
+        trailing marks; None while the fusion is off or either score is unknown."""
+        if self.fusion is None or self._eou is None or self._acoustic is None:
+            return None
+        return self.fusion.probability(self._eou, self._acoustic, self._eou_text)
+
+    @property
     def required_silence_s(self) -> float:
         """The silence after the speech end that ends the turn now (`max_silence_s` while awaiting
-        the EOU of the text that covers the speech, see `await_eou`)."""
-        if self._awaiting and self.config.semantic:
+        the EOU of the text that covers the speech, see `await_eou`, or the acoustic score of the pause)."""
+        if (self._awaiting or self._awaiting_acoustic) and self.config.semantic:
             return self.config.max_silence_s
+        fused = self.fused_probability
+        if fused is not None:
+            return required_silence_s(self.config, fused, (self.fusion.eou_low, self.fusion.eou_high))
         return required_silence_s(self.config, self._eou)
 
     def await_eou(self) -> None:
@@ -133,14 +176,37 @@ class Endpointer:
     def awaiting_eou(self) -> bool:
         return self._awaiting
 
+    def await_acoustic(self) -> None:
+        """An acoustic score of the pause in progress is being computed: until `push_acoustic` the
+        turn needs `max_silence_s`. Ignored when no turn is open or the fusion is off."""
+        if self._turn_start_s is not None and self.fusion is not None:
+            self._awaiting_acoustic = True
+
+    @property
+    def awaiting_acoustic(self) -> bool:
+        return self._awaiting_acoustic
+
+    def push_acoustic(self, probability: float | None) -> None:
+        """The acoustic P(complete) of the open turn's audio at the pause in progress (None: none could
+        be computed; the text alone decides). Ignored when no turn is open or the fusion is off."""
+        if probability is not None and not 0.0 <= probability <= 1.0:  # also rejects NaN
+            raise ValueError(f"acoustic probability must be in [0, 1], got {probability}")
+        if self._turn_start_s is not None and self.fusion is not None:
+            self._acoustic = probability
+            self._awaiting_acoustic = False
+
     def push(self, event: SpeechStarted | SpeechEnded) -> None:
         """Feed one VAD event (in stream order)."""
         if isinstance(event, SpeechStarted):
             self._speaking = True
             self._silence_start_s = None
+            # the pause was not the end: its acoustic score is stale (the listener drops a late one)
+            self._acoustic = None
+            self._awaiting_acoustic = False
             if self._turn_start_s is None:
                 self._turn_start_s = event.audio_s
                 self._eou = None
+                self._eou_text = ""
                 self._last_word_end_s = self._heard_until_s = None
         elif isinstance(event, SpeechEnded):
             self._speaking = False
@@ -149,14 +215,18 @@ class Endpointer:
         else:
             raise TypeError(f"Endpointer.push takes SpeechStarted or SpeechEnded, got {type(event).__name__}")
 
-    def push_eou(self, probability: float | None) -> None:
+    def push_eou(self, probability: float | None, text: str = "") -> None:
         """The EOU probability of the open turn's latest text (None: forget it, back to `silence_s`).
+        `text`: that text as the recogniser wrote it (the fusion reads its trailing marks).
         Ignored when no turn is open (a late result for a turn already ended). With
         `config.semantic` False it is only reported on the EndOfTurn, never changes the silence."""
         if probability is not None and not 0.0 <= probability <= 1.0:  # also rejects NaN
             raise ValueError(f"eou_probability must be in [0, 1], got {probability}")
+        if not isinstance(text, str):
+            raise ValueError(f"text must be a str, got {text!r}")
         if self._turn_start_s is not None:
             self._eou = probability
+            self._eou_text = text
             self._awaiting = False
 
     def push_words(self, last_word_end_s: float | None, heard_until_s: float) -> None:
@@ -203,10 +273,14 @@ class Endpointer:
     def _end(self, audio_s: float, forced: bool) -> EndOfTurn:
         self.forced = forced
         self._silence_start_s = None
-        eou = self._eou
+        fused = self.fused_probability if self.config.semantic else None
+        eou = self._eou if fused is None else fused
         # cut during speech: the speech goes on into a new turn
         self._turn_start_s = audio_s if forced and self._speaking else None
         self._eou = None
+        self._eou_text = ""
         self._awaiting = False
+        self._acoustic = None
+        self._awaiting_acoustic = False
         self._last_word_end_s = self._heard_until_s = None
         return EndOfTurn(audio_s=audio_s, eou_probability=1.0 if eou is None else eou)

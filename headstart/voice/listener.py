@@ -36,6 +36,11 @@ Events, in the order a consumer sees them for one utterance:
   scored (at most one call in flight; the newest text wins) and the probability is pushed into the
   Endpointer, which adapts the silence it needs. The session may instead push probabilities itself
   with `set_eou_probability`. EndOfTurn carries the probability it was decided on.
+* Acoustic end of turn (with an `acoustic_scorer`, an async callable audio -> P(complete), e.g. Smart
+  Turn v3.2, and `EndpointConfig.acoustic_model` set): once per pause, when the VAD has heard
+  `EndpointConfig.acoustic_after_s` of silence after speech, the turn's audio so far (its last 8 s) is
+  scored and pushed into the Endpointer, which fuses it with the text's EOU probability and trailing
+  marks (headstart/voice/turn_fusion.py). Speech that resumes makes it stale; the next pause is scored.
 * Ablations: `ASRConfig.streaming=False` runs no partial passes and emits no partials (one pass over
   the whole utterance from the VAD's end of speech, like a naive pipeline); with
   `EndpointConfig.semantic=False` the EOU scorer is never called and the silence is fixed.
@@ -73,6 +78,8 @@ _SENTENCE_END = (".", "?", "!")
 _EARLY_MIN_AUDIO_S = 0.4  # no early-final pass on less audio than this
 
 EOUScorer = Callable[[str], Awaitable[float | None]]
+AcousticScorer = Callable[[np.ndarray], Awaitable[float | None]]
+_ACOUSTIC_WINDOW = 8 * SAMPLE_RATE_HZ  # what Smart Turn hears (headstart/voice/smart_turn.py)
 
 
 class Transcriber(Protocol):
@@ -129,6 +136,8 @@ class _Utterance:
     eou_cache: dict[str, float] = field(default_factory=dict)  # text -> EOU probability already scored
     eou_text: str = ""  # the newest text sent for scoring
     outbox: list[object] = field(default_factory=list)  # events held while an older utterance finishes
+    pause: int = 0  # counts the pauses (speech resumed after each): an acoustic score belongs to one
+    acoustic_pause: int = -1  # the pause whose acoustic score was asked for
 
 
 class Listener:
@@ -143,6 +152,9 @@ class Listener:
         executor: a single-thread executor (`make_asr_executor()`); the caller owns and shuts it down.
         eou_scorer: optional `async (text) -> probability in [0, 1] or None` that the user's turn is
             complete after `text`; it runs on the event loop (put blocking work on its own executor).
+        acoustic_scorer: optional `async (samples float32 16 kHz (n,)) -> probability in [0, 1] or None`
+            that the turn is complete from its audio (Smart Turn); called only when the endpointer's
+            fusion is on (`EndpointConfig.acoustic_model`). Blocking work belongs on its own executor.
 
     Raises (from push / end_input / iteration):
         AudioError: a frame that is not numeric audio of shape (n,) or (n, channels), or holds NaN/inf.
@@ -157,6 +169,7 @@ class Listener:
         config: ASRConfig,
         executor: Executor,
         eou_scorer: EOUScorer | None = None,
+        acoustic_scorer: AcousticScorer | None = None,
     ) -> None:
         if config.min_new_audio_s < 0:
             raise ValueError(f"ASRConfig.min_new_audio_s must be >= 0, got {config.min_new_audio_s}")
@@ -177,6 +190,9 @@ class Listener:
         self._eou_task: asyncio.Task | None = None
         self._eou_next: tuple[_Utterance, str] | None = None  # newest text waiting to be scored
         self._eou_text: str | None = None  # the text being scored now
+        self._acoustic_scorer = acoustic_scorer
+        self._acoustic_task: asyncio.Task | None = None
+        self._acoustic_after = int(round(endpointer.config.acoustic_after_s * SAMPLE_RATE_HZ))
         self._audio = _StreamAudio()
         self._resampler: StreamResampler | None = None
         self._queue: asyncio.Queue[object] = asyncio.Queue()
@@ -223,6 +239,8 @@ class Listener:
         self._eou_next = None
         if self._eou_task is not None:
             await self._eou_task
+        if self._acoustic_task is not None:
+            await self._acoustic_task
         self._queue.put_nowait(_END)
 
     async def commit(self) -> None:
@@ -312,6 +330,7 @@ class Listener:
         self._audio.append(samples)
         for event in self._vad.push(samples):
             self._on_vad(event)
+        self._score_acoustic()
         self._poll_endpointer()
         self._schedule()
         self._forget_old_audio()
@@ -332,6 +351,7 @@ class Listener:
                 utterance.end = None
                 utterance.final_text = None
                 utterance.resumes += 1
+                utterance.pause += 1
             self._emit(utterance, event)
         elif self._current is not None:
             self._current.end = sample
@@ -506,6 +526,55 @@ class Listener:
         self._schedule()
         self._forget_old_audio()
 
+    # -- acoustic end of turn -------------------------------------------------------------------
+    def _score_acoustic(self) -> None:
+        """Score the current turn's audio once per pause, at `acoustic_after_s` of silence."""
+        utterance = self._current
+        if (
+            self._acoustic_scorer is None
+            or self._endpointer.fusion is None
+            or not self._endpointer.config.semantic
+            or utterance is None
+            or utterance.acoustic_pause == utterance.pause
+            or self._acoustic_task is not None
+            or self._ended
+        ):
+            return
+        since = self._vad.silence_since_s
+        if since is not None:
+            silence_start = int(round(since * SAMPLE_RATE_HZ))
+        elif utterance.end is not None:  # the VAD confirmed the end already: its padded end
+            silence_start = utterance.end
+        else:
+            return
+        if self._audio.end - silence_start < self._acoustic_after:
+            return
+        utterance.acoustic_pause = utterance.pause
+        samples = self._audio.slice(max(utterance.start, self._audio.end - _ACOUSTIC_WINDOW), self._audio.end)
+        if samples.size == 0:
+            return
+        self._endpointer.await_acoustic()
+        self._acoustic_task = asyncio.get_running_loop().create_task(
+            self._run_acoustic(utterance, utterance.pause, samples)
+        )
+
+    async def _run_acoustic(self, utterance: _Utterance, pause: int, samples: np.ndarray) -> None:
+        try:
+            probability = await self._acoustic_scorer(samples)  # type: ignore[misc]
+        except Exception as exc:  # noqa: BLE001 - handed to the consumer
+            self._acoustic_task = None
+            self._failed = exc
+            self._queue.put_nowait(_Failure(exc))
+            self._queue.put_nowait(_END)
+            return
+        self._acoustic_task = None
+        if utterance is self._current and utterance.pause == pause and not self._ended:
+            self._endpointer.push_acoustic(probability)
+            self._poll_endpointer()
+            self._schedule()
+        elif utterance is self._current and not self._ended:
+            self._score_acoustic()  # a newer pause waited for this call
+
     # -- semantic endpointing -------------------------------------------------------------------
     def _score(self, utterance: _Utterance, text: str) -> None:
         """Score `text` with the EOU scorer: now if it is free, else once it is (newest text wins)."""
@@ -519,7 +588,7 @@ class Listener:
             self._eou_next = None
             # after the speech end only the final text's score counts (a partial's is stale)
             if utterance.end is None or text == utterance.final_text:
-                self._endpointer.push_eou(known)
+                self._endpointer.push_eou(known, text)
                 self._poll_endpointer()
             return
         if self._eou_task is not None:
@@ -542,11 +611,12 @@ class Listener:
             utterance.eou_cache[text] = probability
         if utterance is self._current and not self._ended and (utterance.end is None or text == utterance.final_text):
             # (after the speech end only the final text's score counts; a newer cached score wins)
-            self._endpointer.push_eou(utterance.eou_cache.get(utterance.eou_text, probability))
+            newest = utterance.eou_text if utterance.eou_text in utterance.eou_cache else text
+            self._endpointer.push_eou(utterance.eou_cache.get(newest, probability), newest)
             self._poll_endpointer()
             self._schedule()
         elif utterance is self._current and utterance.final_text is not None and utterance.final_text in utterance.eou_cache:
-            self._endpointer.push_eou(utterance.eou_cache[utterance.final_text])
+            self._endpointer.push_eou(utterance.eou_cache[utterance.final_text], utterance.final_text)
             self._poll_endpointer()
             self._schedule()
         following, self._eou_next = self._eou_next, None

@@ -1,0 +1,44 @@
+"""`headstart bench asr` twice in one process: today's endpointer (text head alone) and the acoustic
+fusion (`--acoustic-model smart-turn-v3.2`), on the same code, recordings and pause set, one after the
+other. Extra arguments go to both runs (e.g. `--timing cpu --llm-dtype float32 --limit 10`).
+
+    .venv/bin/python scripts/bench_turn_fusion.py --timing cpu --llm-dtype float32
+
+Prints both runs' logs, a comparison table, and ends with one JSON line {"today": ..., "fusion": ...}.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from headstart.bench import asr as bench_asr
+
+KEYS = ("wer", "final_delay_p50_s", "eou_delay_p50_s", "eou_delay_p90_s", "eou_decision_delay_p50_s",
+        "false_cutoff_rate", "false_cutoff_noise", "false_cutoff_zero", "eou_call_p50_s", "acoustic_call_p50_s",
+        "load_avg_1m")
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    bench_asr.add_arguments(parser)
+    parser.add_argument("--fusion-model", default="smart-turn-v3.2")
+    args = parser.parse_args(argv)
+    if args.acoustic_model:
+        parser.error("pass --fusion-model, not --acoustic-model: the first run is without it")
+    out = {}
+    for name, model in (("today", None), ("fusion", args.fusion_model)):
+        run_args = argparse.Namespace(**{**vars(args), "acoustic_model": model, "json": False})
+        print(f"== {name} ==", flush=True)
+        out[name] = bench_asr.run(run_args, log=lambda *a, **k: print(*a, **k, flush=True))
+    print()
+    print(f"  {'figure':26s} {'today':>14s} {'fusion':>14s}")
+    for key in KEYS:
+        print(f"  {key:26s} {out['today'].get(key)!s:>14} {out['fusion'].get(key)!s:>14}")
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

@@ -1,0 +1,114 @@
+"""Fit the end-of-turn fusion (headstart/voice/turn_fusion.py) of the text EOU head, Smart Turn v3.2 and
+whisper's trailing-off marks, on a training split of the packaged recordings, and report on the rest.
+
+For every packaged recording (headstart/bench/data): the complete turn (its audio up to the true
+speech end + the pause heard so far) and, for those of four words or more, the same recording cut at
+the word gap nearest its middle (as `headstart bench asr`'s pause set cuts it), followed by room noise
+and, again, digital zero. For each: the text whisper writes for the audio up to the pause (+ the VAD's
+0.1 s padding), the text head's probability for it (the session's LLM, float32 + int8 layers), and Smart
+Turn's probability at `--after` s of silence. Split: recordings alternate in name order (train: even,
+test: odd), so the cut and complete versions of one recording stay in one split.
+
+    .venv/bin/python scripts/fit_turn_fusion.py --out /tmp/turn_fusion.json
+
+Prints a table per split and ends with one JSON line (the fitted weights and the test figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+import time
+
+import numpy as np
+
+SR = 16000
+
+
+def _logit(p: float) -> float:
+    p = min(max(p, 1e-6), 1 - 1e-6)
+    return math.log(p / (1 - p))
+
+
+def collect(args) -> list[dict]:
+    from headstart.bench.asr import room_noise
+    from headstart.bench.data import recordings
+    from headstart.config import ASRConfig, LLMConfig, ThreadPlan
+    from headstart.llm.engine import LLMEngine
+    from headstart.llm.eou_head import EOUHead
+    from headstart.voice.asr import WhisperASR
+    from headstart.voice.smart_turn import SmartTurn
+
+    asr = WhisperASR.load(ASRConfig(), cpu_threads=1)
+    asr.warmup()
+    turn = SmartTurn.load(threads=1)
+    llm_config = LLMConfig(model=args.llm, dtype="float32")
+    engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
+    head = EOUHead.load(engine, llm_config.model)
+    messages = [{"role": "system", "content": llm_config.system_prompt}]
+    head.estimate(messages, "Hello")
+    rng = np.random.default_rng(0)
+    rows = []
+    recs = sorted(recordings(), key=lambda r: r.name)
+    for i, rec in enumerate(recs):
+        audio = rec.read()
+        split = "train" if i % 2 == 0 else "test"
+        tail = room_noise(audio, rec.speech_start_s, 2.0, rng)
+        samples = []  # (kind, audio before the pause, fill after it)
+        end = int(round(rec.speech_end_s * SR))
+        samples.append(("complete", audio[:end], np.concatenate([audio[end:], tail])))
+        words = asr.transcribe(audio).words
+        if len(rec.text.replace("...", " ").split()) >= 4 and len(words) >= 4:
+            k = len(words) // 2
+            cut = int(round((words[k - 1].end_s + words[k].start_s) / 2 * SR))
+            samples.append(("noise", audio[:cut], room_noise(audio, rec.speech_start_s, 2.0, rng)))
+            samples.append(("zero", audio[:cut], np.zeros(2 * SR, np.float32)))
+        for kind, before, fill in samples:
+            text = asr.transcribe(np.concatenate([before, fill[: int(0.1 * SR)]])).text.strip()
+            p_text = head.estimate(messages, text).probability if text else 0.0
+            acoustic = {}
+            for after in args.after:
+                started = time.perf_counter()
+                acoustic[str(after)] = turn.completion_probability(
+                    np.concatenate([before, fill[: int(round(after * SR))]])
+                )
+                cost = time.perf_counter() - started
+            row = dict(name=rec.name, split=split, kind=kind, label=int(kind == "complete"), text=text,
+                       p_text=p_text, p_acoustic=acoustic, acoustic_cost_s=cost)
+            rows.append(row)
+            print(f"{rec.name:28s} {kind:8s} text {p_text:.3f} acoustic "
+                  + " ".join(f"{v:.3f}" for v in acoustic.values()) + f"  {text!r}", file=sys.stderr)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--llm", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--after", type=float, nargs="+", default=[0.2, 0.5])
+    parser.add_argument("--rows", default=None, help="read collected rows from this JSON instead of computing them")
+    parser.add_argument("--out", default=None, help="write the collected rows here")
+    parser.add_argument("--max-cutoff", type=float, default=0.02)
+    args = parser.parse_args()
+    if args.rows:
+        rows = json.load(open(args.rows))
+    else:
+        rows = collect(args)
+        if args.out:
+            json.dump(rows, open(args.out, "w"), indent=1)
+    from headstart.voice.turn_fusion import evaluate, fit
+
+    train = [r for r in rows if r["split"] == "train"]
+    test = [r for r in rows if r["split"] == "test"]
+    weights = fit(train, max_cutoff=args.max_cutoff)
+    out = {"weights": weights.as_dict()}
+    for name, part in (("train", train), ("test", test), ("all", rows)):
+        out[name] = evaluate(weights, part)
+        print(f"{name:5s} " + " ".join(f"{k}={v}" for k, v in out[name].items()))
+    print(json.dumps(out))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
