@@ -30,6 +30,12 @@ class Components:
     tts_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="tts")
     )
+    # the acoustic end-of-turn model (`EndpointConfig.acoustic_model`, headstart/voice/smart_turn.py) and
+    # its own thread (it scores a pause while the ASR runs the final pass); None: the fusion is off
+    acoustic_eou: object | None = None
+    acoustic_executor: ThreadPoolExecutor = field(
+        default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="turn")
+    )
     # LLM priority across sessions (see headstart/session.py): confirmed replies requested but not yet
     # started on the llm thread (EOU estimates queued before them give way), and the live sessions (a
     # confirmed reply drops the other sessions' held replies).
@@ -99,6 +105,7 @@ class Components:
             resolve_precision(config.llm.dtype, config.llm.quantize, config.llm.device)
         asr_path = resolve_model(config.asr.model)
         llm_path = None if remote else resolve_model(config.llm.model)
+        acoustic_path = resolve_model(config.endpoint.acoustic_model) if config.endpoint.acoustic_model else None
         log(f"loading ASR {config.asr.model}")
         asr = load_asr(config.asr, threads.asr_threads, asr_path)  # Whisper or Moonshine, by the folder
         asr.warmup()
@@ -118,8 +125,17 @@ class Components:
             decoder, exactness, speculative_off = choose_decoder(llm, config.llm, threads, log)
         log(f"loading TTS {config.tts.engine}")
         tts = load_synthesizer(config.tts, threads)
+        acoustic = None
+        if acoustic_path is not None:
+            import numpy as np
+
+            from headstart.voice.smart_turn import SmartTurn
+
+            log(f"loading end-of-turn model {config.endpoint.acoustic_model}")
+            acoustic = SmartTurn(acoustic_path, threads=1)
+            acoustic.completion_probability(np.zeros(16000, np.float32))  # the first call pays set-up costs
         return cls(config=config, asr=asr, llm=llm, tts=tts, decoder=decoder, llm_exactness=exactness,
-                   speculative_off_reason=speculative_off)
+                   speculative_off_reason=speculative_off, acoustic_eou=acoustic)
 
     def llm_info(self) -> dict:
         """What the session reports of its LLM (`session.started`'s "llm"): model, precision
@@ -139,7 +155,7 @@ class Components:
         return info
 
     def close(self) -> None:
-        for executor in (self.asr_executor, self.llm_executor, self.tts_executor):
+        for executor in (self.asr_executor, self.llm_executor, self.tts_executor, self.acoustic_executor):
             executor.shutdown(wait=False, cancel_futures=True)
 
 

@@ -179,9 +179,18 @@ class Session:
         from headstart.voice.vad import create_vad
 
         c = self._components
+        acoustic = getattr(c, "acoustic_eou", None)  # Components.load made it when the config names one
         return Listener(create_vad(self._config.vad), c.asr, Endpointer(self._endpoint_config),
                         self._config.asr, c.asr_executor,
-                        eou_scorer=self._score_eou if self._eou_scorer is not None else None)
+                        eou_scorer=self._score_eou if self._eou_scorer is not None else None,
+                        acoustic_scorer=self._score_acoustic if acoustic is not None else None)
+
+    async def _score_acoustic(self, samples):
+        """The acoustic end-of-turn model (`Components.acoustic_eou`) on its own thread."""
+        c = self._components
+        return await asyncio.get_running_loop().run_in_executor(
+            c.acoustic_executor, c.acoustic_eou.completion_probability, samples
+        )
 
     async def _score_eou(self, text: str) -> float | None:
         """The EOU seam: the scorer's probability goes to the endpointer (returned) and the head start.

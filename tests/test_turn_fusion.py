@@ -196,3 +196,9 @@ def test_semantic_off_ignores_the_fusion():
     ep.push_eou(0.99, "Done.")
     ep.push_acoustic(0.99)
     assert ep.required_silence_s == ep.config.silence_s
+
+
+def test_the_raw_token_probability_keeps_todays_endpointer():
+    """The fusion was fitted on the trained head's probabilities; the token scorer's are ~1e-4."""
+    ep = Endpointer(EndpointConfig(acoustic_model="smart-turn-v3.2", eou_scorer="token"))
+    assert ep.fusion is None

@@ -73,7 +73,8 @@ class Endpointer:
     `poll(audio_s) -> EndOfTurn | None`, `flush`, `reset`.
 
     Args:
-        config: the settings; `config.acoustic_model` (not None) switches the acoustic fusion on.
+        config: the settings; `config.acoustic_model` (not None) switches the acoustic fusion on (with
+            `eou_scorer` "head", the probabilities it was fitted on).
         fusion: the fusion's weights and thresholds (default `turn_fusion.FITTED`); used only with
             `config.acoustic_model` set.
 
@@ -109,8 +110,11 @@ class Endpointer:
         if fusion is not None and not isinstance(fusion, FusionWeights):
             raise TypeError(f"fusion must be FusionWeights, got {type(fusion).__name__}")
         self.config = config
-        # the fusion is on only with an acoustic model configured (today's endpointer otherwise)
-        self.fusion: FusionWeights | None = (fusion or FITTED) if config.acoustic_model else None
+        # the fusion is on only with an acoustic model configured (today's endpointer otherwise), and for
+        # the trained head's probabilities it was fitted on (the raw token probability has another scale)
+        self.fusion: FusionWeights | None = (
+            (fusion or FITTED) if config.acoustic_model and config.eou_scorer == "head" else None
+        )
         self.reset()
 
     def reset(self) -> None:

@@ -1,0 +1,51 @@
+"""The session's wiring of the acoustic end-of-turn model (Components.acoustic_eou): the listener gets a
+scorer only when there is a model, and it runs on the model's own thread (not the ASR's or LLM's)."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from dataclasses import replace
+
+import numpy as np
+from test_session_switches import FakeEngine
+
+from headstart.components import Components
+from headstart.config import EndpointConfig, PipelineConfig
+
+
+class RecordingTurnModel:
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def completion_probability(self, samples: np.ndarray) -> float:
+        self.threads.append(threading.current_thread().name)
+        return 0.9
+
+
+def session_with(monkeypatch, model):
+    from headstart.session import Session
+
+    monkeypatch.setattr(Session, "_run_reply", lambda self, reply: asyncio.sleep(3600))
+    config = replace(PipelineConfig(), endpoint=EndpointConfig(acoustic_model="smart-turn-v3.2"))
+    components = Components(config=config, asr=None, llm=FakeEngine(), tts=None, acoustic_eou=model)
+    return Session(components, eou_scorer=None), components
+
+
+def test_the_listener_scores_audio_on_the_models_own_thread(monkeypatch):
+    model = RecordingTurnModel()
+    session, components = session_with(monkeypatch, model)
+    try:
+        assert session._listener._acoustic_scorer is not None
+        p = asyncio.run(session._listener._acoustic_scorer(np.zeros(1600, np.float32)))
+        assert p == 0.9 and model.threads and model.threads[0].startswith("turn")
+    finally:
+        components.close()
+
+
+def test_without_a_model_the_listener_has_no_acoustic_scorer(monkeypatch):
+    session, components = session_with(monkeypatch, None)
+    try:
+        assert session._listener._acoustic_scorer is None
+    finally:
+        components.close()
