@@ -75,6 +75,12 @@ PROMPTS: dict[str, str] = {
         "device, call, message, play music, set a timer, or check the time or weather, say you can't. If "
         "the words are unclear or cut off, ask the user to say it again."
     ),
+    "short-ask": (
+        "You are headstart, a voice assistant, and your replies are spoken aloud. Answer in one short, plain "
+        "sentence, the answer first, with no lists. You can only talk: you cannot control devices, call, "
+        "message, play music, set timers, or know the time or weather, so say you can't when asked. If the "
+        "user's words are unclear, cut off or make no sense, do not repeat them: ask what they meant."
+    ),
 }
 
 
@@ -94,6 +100,7 @@ class Item:
     must_not: tuple[str, ...] = ()
     expect: tuple[str, ...] = ("answer",)
     note: str = ""
+    echo_ok: bool = False  # a greeting or goodbye may be answered in the user's own words ("Good night!")
 
     @property
     def question(self) -> str:
@@ -138,8 +145,10 @@ def load_items(path: str | Path | None = None) -> list[Item]:
             except re.error as exc:
                 raise ValueError(f"{where}: bad regular expression {phrase!r}: {exc}") from None
         seen.add(r["id"])
+        if not isinstance(r.get("echo_ok", False), bool):
+            raise ValueError(f"{where}: echo_ok must be true or false")
         items.append(Item(r["id"], r["kind"], tuple(turns), tuple(tuple(g) for g in must), tuple(must_not),
-                          expect, r.get("note", "")))
+                          expect, r.get("note", ""), r.get("echo_ok", False)))
     return items
 
 
@@ -175,8 +184,8 @@ ACTION_CLAIM = re.compile(
     r"\b(?:i've|i have|i'll|i will|i can|i'm|i am|i)\s+(?:now\s+|just\s+|already\s+)?"
     r"(?:set|setting|turn|turned|turning|call|called|calling|send|sent|sending|order|ordered|ordering|play|"
     r"played|playing|lock|locked|locking|start|started|starting|move|moved|moving|remind|reminded|add|added|"
-    r"book|booked|open|opened|dial|dialing|dialed|going to (?:set|turn|call|send|order|play|lock|move|remind))\b"
-    r"|\b(?:lights? (?:are|is) (?:now )?on|timer (?:is )?(?:now )?set|door is (?:now )?locked|"
+    r"book|booked|open|opened|dial|dialing|dialed|go|going)\b"
+    r"|\b(?:lights? (?:are|is) (?:now )?(?:on|turned on|switched on)|timer (?:is )?(?:now )?set|door is (?:now )?locked|"
     r"reminder (?:is )?(?:now )?set|order (?:is|has been) placed|here's some|here is some)\b")
 # Asking the user back (a question, or asking to repeat).
 QUESTION_BACK = re.compile(
@@ -201,15 +210,15 @@ like some any one tell say said again sure let let's here thing things""".split(
 
 def sentences(text: str) -> list[str]:
     """`text` split into sentences: at terminal punctuation followed by a space or the end, and at
-    line breaks; not after an abbreviation or a one-letter initial. Pieces without a letter or digit
-    are dropped."""
+    line breaks; not at a "." after an abbreviation or a one-letter initial or before a lowercase word.
+    A list number ("1.") stays with the sentence it opens; pieces without a letter or digit are dropped."""
     out, start = [], 0
     for m in _SENTENCE_END.finditer(text):
         if m.group() != "\n" and m.group()[0] == ".":
             word = re.search(r"(\S+)$", text[start:m.start()])
             token = word.group(1).lower().lstrip("(\"'") if word else ""
-            if token in _ABBREVIATIONS or re.fullmatch(r"[a-z]", token):
-                continue
+            if token in _ABBREVIATIONS or re.fullmatch(r"[a-z]", token) or re.match(r"\s+[a-z]", text[m.end():]):
+                continue  # "Dr.", "J.", or a lowercase word next ("1. boil"): not an end
         piece = text[start:m.end()].strip()
         if re.fullmatch(r"\d+[.)]", piece):  # a list number ("1."), not a sentence
             continue
@@ -226,11 +235,11 @@ def _content_words(text: str) -> set[str]:
     return {w.removesuffix("s") if len(w) > 3 else w for w in _WORD.findall(normalize(text)) if w not in _STOP}
 
 
-def spoken_form_faults(answer: str, question: str, asks_back: bool = False) -> list[str]:
+def spoken_form_faults(answer: str, question: str, asks_back: bool = False, echo_ok: bool = False) -> list[str]:
     """What makes `answer` (a reply to the user's `question`) unfit to be read aloud: "N sentences"
     (more than two), "list", "markdown", "code", "emoji", "restates the question" (no content word
     beyond the question's own). `asks_back`: the item wants a question back, and a reply that asks
-    one may reuse the user's words. Empty list: fine. An empty answer has no form faults (content
+    one may reuse the user's words; `echo_ok`: any reply may (a greeting answered in kind). Empty list: fine. An empty answer has no form faults (content
     scoring fails it)."""
     faults = []
     if not answer.strip():
@@ -247,7 +256,8 @@ def spoken_form_faults(answer: str, question: str, asks_back: bool = False) -> l
         faults.append("code")
     if _EMOJI.search(answer):
         faults.append("emoji")
-    if not _content_words(answer) - _content_words(question) and not (asks_back and QUESTION_BACK.search(answer)):
+    if not (echo_ok or _content_words(answer) - _content_words(question)
+            or (asks_back and QUESTION_BACK.search(answer))):
         faults.append("restates the question")
     return faults
 
@@ -291,7 +301,8 @@ class Verdict:
 def check(item: Item, answer: str, context: Sequence[str] = ()) -> Verdict:
     """Score `answer`, the reply to `item`'s last turn."""
     return Verdict(item, answer, tuple(content_faults(item, answer)),
-                   tuple(spoken_form_faults(answer, item.question, asks_back="question" in item.expect)),
+                   tuple(spoken_form_faults(answer, item.question, asks_back="question" in item.expect,
+                                            echo_ok=item.echo_ok)),
                    tuple(context))
 
 
