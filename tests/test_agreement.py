@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headstart.voice.agreement import LocalAgreement, drop_loop_tail
+from headstart.voice.agreement import LocalAgreement, drop_loop_tail, loop_start
 from headstart.voice.words import Word, join_words, normalize_word
 
 SENTENCE = "he was not an ill disposed young man".split()
@@ -158,13 +158,42 @@ def test_a_repetition_loop_past_the_end_of_the_audio_is_dropped():
     loop = [Word(" 29340", 0.156, 1.216), Word(" 0.", 1.216, 1.716), Word(" 29340", 1.716, 1.716),
             Word(" 0.", 1.716, 1.716), Word(" 293", 1.716, 1.716)]
     assert join_words(drop_loop_tail(loop)) == "29340 0."
-    # one zero-length word at the end (a word cut by the end of the audio) and zero-length words
-    # inside a hypothesis are kept
-    one = hyp("five five") + [Word(" five", 0.6, 0.6)]
-    assert drop_loop_tail(one) == tuple(one)
-    inside = [Word(" go", 0.0, 0.0), Word(" forward", 0.0, 0.0), Word(" ten", 0.3, 0.5)]
+    # one zero-length word that repeats nothing (a word cut by the end of the audio) is kept
+    cut = hyp("go forward") + [Word(" ten", 0.6, 0.6)]
+    assert drop_loop_tail(cut) == tuple(cut)
+    inside = [Word(" When", 2.62, 2.62), Word(" you", 2.62, 2.78), Word(" are", 2.78, 2.96)]
     assert drop_loop_tail(inside) == tuple(inside)
     assert drop_loop_tail([]) == ()
-    assert drop_loop_tail(loop, min_run=4) == tuple(loop)
-    with pytest.raises(ValueError):
-        drop_loop_tail(loop, min_run=0)
+
+
+def test_a_repetition_loop_inside_a_hypothesis_is_cut_where_it_begins():
+    """Issue 20 (2): tiny.en with the 8 s window loops inside a hypothesis; cut at a run of >= 2
+    zero-length words, at word times going back, or at a zero-length copy of the phrase before it,
+    keeping one copy of the phrase."""
+    # cards_001, a pass over its first 1.1 s (tiny.en's times): "10 of clubs." then a zero-length copy
+    cards = [Word(" 10", 0.0, 0.4), Word(" of", 0.4, 0.62), Word(" clubs.", 0.62, 0.86), Word(" 10", 1.0, 1.0),
+             Word(" of", 1.0, 1.0), Word(" clubs.", 1.0, 1.0), Word(" 10", 1.06, 1.06)]
+    assert join_words(drop_loop_tail(cards)) == "10 of clubs."
+    # vm-next over 0.5 s: the second copy still has a length, the loop is cut back to one "Press"
+    press = [Word(" Press", 0.0, 0.32), Word(" Press", 0.32, 0.48)] + [Word(" Press", 0.48, 0.48)] * 5
+    assert join_words(drop_loop_tail(press)) == "Press"
+    # the short clip of test_asr: one zero-length copy of the word before it
+    assert join_words(drop_loop_tail([Word(" Press", 0.0, 0.28), Word(" Press", 0.28, 0.28)])) == "Press"
+    # a loop in the middle, real-looking words after it (the issue's finals): cut at the copy
+    middle = hyp("press 1 to enter a number.") + [Word(w, 1.8, 1.8) for w in
+                                                   (" Press", " 1", " to", " enter", " a", " number.")]
+    middle += [Word(" or", 2.0, 2.2), Word(" hold.", 2.2, 2.6)]
+    assert join_words(drop_loop_tail(middle)) == "press 1 to enter a number."
+    # word times that go back: the decoder transcribed audio it had already transcribed
+    back = hyp("all circuits are busy now.") + hyp("all circuits are", start_s=0.3)
+    assert join_words(drop_loop_tail(back)) == "all circuits are busy now."
+    # a run of zero-length words decoded past the audio's end, not a copy: cut at the run
+    run = hyp("please try") + [Word(" a", 0.6, 0.6), Word(" gain", 0.6, 0.6)]
+    assert join_words(drop_loop_tail(run)) == "please try"
+    # a zero-length word inside that does not copy the phrase before it stays
+    real = hyp("press 2 to change folders. press") + [Word(" 0", 1.8, 1.8)] + hyp("for mailbox options.", 2.0)
+    assert drop_loop_tail(real) == tuple(real)
+    # a single zero-length repeat in the middle of a sentence ("that that") is not a whole copy
+    that = hyp("i think that") + [Word(" that", 0.9, 0.9)] + hyp("is right", 1.0)
+    assert drop_loop_tail(that) == tuple(that)
+    assert loop_start(cards) == 3 and loop_start(real) == len(real)

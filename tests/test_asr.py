@@ -175,5 +175,52 @@ def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr):
     clip = audio[int((rec.speech_start_s - 0.1) * 16000) : int((rec.speech_start_s + 0.2) * 16000)]
     result = asr.transcribe(clip)
     assert "press press" not in result.text.lower()
+    # issue 16: on an AVX-512 CPU the decoder stops after "Press Press(0 s)" instead of running to
+    # the budget; a phrase copied with no audio of its own, where the model doubts it heard speech,
+    # is dropped whole on either path
+    assert result.words == () and result.dropped, result
     # the loop was decoded only up to the budget (10 + 10 tokens/s: 13 tokens, not Whisper's 448)
     assert all(len(d.split()) <= 13 for d in result.dropped), result.dropped
+
+
+def _asterisk(name: str) -> np.ndarray:
+    path = SPEECH_DIR / "asterisk_allison_16k" / f"{name}.wav"
+    if not path.is_file():
+        pytest.skip(f"speech recording not found: {path}")
+    return read_wav(path)
+
+
+def test_a_pass_that_loops_inside_its_hypothesis_gives_each_word_once(asr):
+    """Issue 20 (2): tiny.en with the 8 s window on the first 1.1 s of cards_001 ("ten of clubs")
+    wrote "10 of clubs. 10 of clubs. 10", the copy with zero-length words; it is cut where it begins."""
+    path = SPEECH_DIR / "pocketsphinx_cards" / "cards_001.wav"
+    if not path.is_file():
+        pytest.skip(f"speech recording not found: {path}")
+    result = asr.transcribe(read_wav(path)[: int(1.1 * 16000)])
+    words = normalize(result.text)
+    assert words and len(words) == len(set(words)), result
+    assert wer("ten of clubs", result.text) <= 0.34, result
+
+
+def test_a_long_pass_that_loops_at_its_end_keeps_the_words_before_the_loop(asr):
+    """Issue 20 (3): a long utterance's pass (trimmed buffer, committed text as the prompt) whose
+    last segment loops was dropped whole as "repetition", real words with it; only the loop goes.
+    Ten Asterisk prompts joined by 0.1 s of zeros; tiny.en (8 s window) loops on the pass that
+    starts at "has left the conference" and stops at 19.6 s, after "placed into the conference"."""
+    from headstart.bench.data import recordings
+
+    recs = [r for r in recordings() if r.relative_path.startswith("asterisk")][:10]
+    parts = []
+    for r in recs:
+        audio = read_wav(r.path)
+        parts += [audio[max(int(r.speech_start_s * 16000) - 800, 0) : int(r.speech_end_s * 16000) + 800],
+                  np.zeros(1600, np.float32)]
+    audio = np.concatenate(parts)
+    prompt = ("That Agent is already logged on. Please enter your agent number followed by the pound key. "
+              "All circuits are busy now. Call forward on busy. That conference is full.")
+    result = asr.transcribe(audio[int(10.82 * 16000) : int(19.6 * 16000)], 10.82, prompt=prompt)
+    heard = ("has left the conference. this conference is locked. the conference is now being recorded. "
+             "you will now be placed into the conference.")
+    assert wer(heard, result.text) <= 0.15, result
+    text = " ".join(normalize(result.text))
+    assert text.count("now being recorded") == 1 and text.count("placed into") == 1, result

@@ -18,27 +18,78 @@ from headstart.voice.words import Word, join_words
 
 # Whisper's word timestamps (cross-attention DTW, 20 ms steps) give a word it aligned inside the audio
 # at least one step; a repetition loop decoded past the end of the audio gets words of zero length
-# there (measured, dhd_2934z: "29340 0." then " 29340", " 0.", " 293" all at 1.716-1.716 s)
+# there (measured, dhd_2934z: "29340 0." then " 29340", " 0.", " 293" all at 1.716-1.716 s), and one
+# decoded over audio it already transcribed gets times that go back
 _ZERO_LENGTH_S = 1e-3
+# the longest repeated phrase looked for, in words ("Press 1 to enter a number." is 6)
+_MAX_LOOP_PERIOD_WORDS = 8
 
 
-def drop_loop_tail(words: Sequence[Word], min_run: int = 2) -> tuple[Word, ...]:
-    """`words` without a trailing run of at least `min_run` zero-length words (a repetition loop
-    Whisper decoded past the end of the audio). Shorter runs and zero-length words elsewhere are kept.
+def loop_start(words: Sequence[Word]) -> int:
+    """Where a repetition loop begins in one hypothesis: the index of the first word to drop
+    (`len(words)` when there is no loop). Everything from there on is the loop.
+
+    A loop is found where (whichever comes first)
+      - a run of >= 2 zero-length words begins (words decoded past the end of the audio),
+      - a word starts before the word before it (word times going back),
+      - a zero-length word begins a copy of the phrase of at most `_MAX_LOOP_PERIOD_WORDS` words
+        before it (a whole copy, of at least 2 words, or one that runs to the hypothesis' end): a
+        copy with no audio of its own ("Press Press(0 s)").
+    From there the cut moves back over the earlier copies of the repeated phrase, so that one copy
+    is kept: "Press Press Press(0 s) Press(0 s)" -> "Press"; "10 of clubs. 10(0 s) of(0 s)" ->
+    "10 of clubs.". A single zero-length word that repeats nothing (a word cut by the end of the
+    audio, a short word DTW gave no step) is kept.
+
+    Args:
+        words: one hypothesis, in order, with stream times (seconds).
+    """
+    return find_loop(words)[0]
+
+
+def find_loop(words: Sequence[Word]) -> tuple[int, int]:
+    """`loop_start(words)` and the length in words of the phrase the loop repeats (0 when it
+    repeats none: only words decoded past the audio's end, or times going back)."""
+    n = len(words)
+    keys = [w.key for w in words]
+    zero = [w.end_s - w.start_s < _ZERO_LENGTH_S for w in words]
+
+    def period(i: int) -> int | None:
+        """The shortest p such that words from i on copy those p before: a whole copy of the phrase
+        (at least 2 words) or up to the hypothesis' end."""
+        if not keys[i]:
+            return None
+        for p in range(1, min(_MAX_LOOP_PERIOD_WORDS, i) + 1):
+            length = min(max(p, 2), n - i)
+            if all(keys[j] == keys[j - p] for j in range(i, i + length)):
+                return p
+        return None
+
+    for i in range(n):
+        run = zero[i] and i + 1 < n and zero[i + 1]
+        back = i > 0 and words[i].start_s < words[i - 1].start_s - _ZERO_LENGTH_S
+        p = period(i)
+        if not (run or back or (zero[i] and p is not None)):
+            continue
+        if p is None:
+            return i, 0
+        # the loop's copies of the phrase began earlier: keep only its first copy
+        start = i - p
+        while start > 0 and keys[start - 1] and keys[start - 1] == keys[start - 1 + p]:
+            start -= 1
+        return start + p, p
+    return n, 0
+
+
+def drop_loop_tail(words: Sequence[Word]) -> tuple[Word, ...]:
+    """`words` cut where a repetition loop begins (`loop_start`): the loop is no speech.
 
     Args:
         words: one hypothesis, in order.
-        min_run: the shortest trailing run dropped (>= 1).
 
     Returns:
-        The kept words, in order.
+        The kept words, in order (all of them when there is no loop).
     """
-    if min_run < 1:
-        raise ValueError(f"min_run must be >= 1, got {min_run}")
-    keep = len(words)
-    while keep > 0 and words[keep - 1].end_s - words[keep - 1].start_s < _ZERO_LENGTH_S:
-        keep -= 1
-    return tuple(words) if len(words) - keep < min_run else tuple(words[:keep])
+    return tuple(words[: loop_start(words)])
 
 
 class LocalAgreement:

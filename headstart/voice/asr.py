@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError
 from headstart.config import ASRConfig
+from headstart.voice.agreement import _MAX_LOOP_PERIOD_WORDS, find_loop
 from headstart.voice.words import Word, join_words
 
 # Segments Whisper writes from silence/noise, learnt from subtitled video (always dropped).
@@ -98,6 +100,86 @@ def segment_drop_reason(segment: Any, config: ASRConfig) -> str | None:
     ):
         return "doubtful short phrase"
     return None
+
+
+def _compression_ratio(text: str) -> float:
+    """Whisper's repetition measure: UTF-8 bytes over zlib-compressed bytes."""
+    data = text.encode("utf-8")
+    return len(data) / len(zlib.compress(data)) if data else 0.0
+
+
+def _is_repetitive(text: str, config: ASRConfig) -> bool:
+    words = _NON_WORD.sub(" ", text.lower()).split()
+    return _compression_ratio(text.strip()) > config.compression_ratio_threshold or (
+        len(words) >= 4 and len(set(words)) * 3 <= len(words)  # "press press press press"
+    )
+
+
+def _repeated_tail(words: list[Word]) -> tuple[int, int] | None:
+    """Where a segment's text starts to repeat itself up to its end, keeping one copy of the phrase
+    ("a b c d. c d. c d. c" -> "a b c d.": (4, 2)), and the phrase's length in words; None when
+    its end does not repeat a phrase twice. For a segment already judged a loop (compression
+    ratio, decoding budget) whose word times show no loop (`find_loop`)."""
+    keys = [w.key for w in words]
+    n = len(keys)
+    best = None
+    for p in range(1, _MAX_LOOP_PERIOD_WORDS + 1):
+        start = n - p
+        while start > 0 and keys[start - 1] == keys[start - 1 + p]:
+            start -= 1
+        if n - start >= 2 * p and (best is None or start + p < best[0]):
+            best = (start + p, p)
+    return best
+
+
+def _keep_words(
+    segments: list, config: ASRConfig, offset_s: float, cut_short: bool
+) -> tuple[list[Word], list[str], list[float]]:
+    """The words of a call's segments that are speech: (words, dropped texts, kept segments'
+    average log-probabilities). A repetition loop is cut where it begins (`find_loop` over the
+    whole hypothesis, else `_repeated_tail` in a segment judged a loop), and only the loop is
+    dropped, so real words before it stay. Unless the call heard nothing but one copy of the
+    looped phrase while the model doubts it heard speech (no_speech_prob >= `_DOUBTFUL_NO_SPEECH`):
+    then the segment is dropped whole (a short clip's "Press Press Press", noise's "I'm going to go
+    to go to")."""
+    dropped: list[str] = []
+    candidates: list[tuple[Any, list[Word], bool]] = []  # (segment, its words, judged a loop)
+    for k, segment in enumerate(segments):
+        reason = segment_drop_reason(segment, config)
+        looping = reason == "repetition" or (cut_short and k == len(segments) - 1)
+        if reason is not None and reason != "repetition":
+            dropped.append(segment.text.strip())
+            continue
+        seg_words = [
+            Word(w.word, offset_s + float(w.start), offset_s + float(w.end), float(w.probability))
+            for w in segment.words or ()
+            if w.word.strip()
+        ]
+        candidates.append((segment, seg_words, looping))
+    cut, phrase = find_loop([w for _, seg_words, _ in candidates for w in seg_words])
+    words: list[Word] = []
+    kept_logprobs: list[float] = []
+    for index, (segment, seg_words, looping) in enumerate(candidates):
+        keep = max(min(cut - len(words), len(seg_words)), 0)
+        if looping and keep == len(seg_words):  # judged a loop, but its times do not show where
+            keep, phrase = _repeated_tail(seg_words) or (0, 0)
+        loop_found = keep < len(seg_words)
+        kept = seg_words[:keep]
+        only_the_loop = loop_found and len(words) + len(kept) <= max(phrase, 1)
+        if kept and (
+            _is_repetitive(join_words(kept), config)
+            or (only_the_loop and segment.no_speech_prob >= _DOUBTFUL_NO_SPEECH)
+        ):
+            kept = []
+        if len(kept) < len(seg_words):
+            dropped.append(join_words(seg_words[len(kept):]) if kept else segment.text.strip())
+        if kept:
+            kept_logprobs.append(segment.avg_logprob)
+            words.extend(kept)
+        if loop_found:  # after a loop nothing the decoder wrote is trusted
+            dropped.extend(later.text.strip() for later, _, _ in candidates[index + 1 :])
+            break
+    return words, dropped, kept_logprobs
 
 
 def _check_audio(samples: np.ndarray) -> None:
@@ -190,22 +272,10 @@ class WhisperASR:
         started = time.perf_counter()
         segments = self._run(samples, prompt)
         compute_s = time.perf_counter() - started
-        words: list[Word] = []
-        dropped: list[str] = []
-        kept_logprobs: list[float] = []
         budget = max_new_tokens(samples.shape[0])
-        if segments and sum(len(getattr(seg, "tokens", ()) or ()) for seg in segments) >= budget:
-            # the decoder ran out of its budget: the last segment is a repetition loop cut short
-            dropped.append(segments[-1].text.strip())
-            segments = segments[:-1]
-        for segment in segments:
-            if segment_drop_reason(segment, self.config) is not None:
-                dropped.append(segment.text.strip())
-                continue
-            kept_logprobs.append(segment.avg_logprob)
-            for w in segment.words or ():
-                if w.word.strip():
-                    words.append(Word(w.word, offset_s + float(w.start), offset_s + float(w.end), float(w.probability)))
+        # the decoder ran out of its budget: the last segment is a repetition loop cut short
+        cut_short = bool(segments) and sum(len(getattr(seg, "tokens", ()) or ()) for seg in segments) >= budget
+        words, dropped, kept_logprobs = _keep_words(segments, self.config, offset_s, cut_short)
         no_speech = max((s.no_speech_prob for s in segments), default=1.0)
         return Transcription(
             words=tuple(words),

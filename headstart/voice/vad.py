@@ -297,6 +297,25 @@ class SileroVAD(VAD):
         self._context = np.zeros(self.context_samples, dtype=np.float32)
 
     def _classify(self, windows: np.ndarray) -> np.ndarray:
+        # A window of exact zeros (a muted track, push-to-talk silence) is no speech, and the model
+        # does not see it: its state starts over after it, as at the stream's start. Carried through
+        # a long digital silence, the state drifts so that the next onset scores low and speech
+        # starts late (see docs/listening.md).
+        digital_silence = ~windows.any(axis=1)
+        if not digital_silence.any():
+            return self._run(windows)
+        probabilities = np.zeros(windows.shape[0], dtype=np.float32)
+        start = 0
+        for end in [*np.flatnonzero(digital_silence), windows.shape[0]]:
+            if end > start:
+                probabilities[start:end] = self._run(windows[start:end])
+            if end < windows.shape[0]:
+                self._reset_model()
+            start = end + 1
+        return probabilities
+
+    def _run(self, windows: np.ndarray) -> np.ndarray:
+        """Consecutive windows (k, 512) -> their speech probabilities (k,), carrying the state."""
         previous = np.concatenate([self._context[None, :], windows[:-1, -self.context_samples :]])
         batch = np.ascontiguousarray(np.concatenate([previous, windows], axis=1))
         probabilities, self._h, self._c = self._session.run(
