@@ -446,11 +446,16 @@ class _Connection:
                 if not self.sending and self.sent_frames == seen:
                     continue  # nothing sent since the last probe: nothing can lag behind
                 seen = self.sent_frames
+                pong = None
                 try:
                     async with asyncio.timeout(c.max_send_lag_s):
                         pong = await self.ws.ping()  # waits while the socket's buffer is full
                         await asyncio.shield(pong)
                 except TimeoutError:
+                    # after a stall of this process the timer may run before the pong is read: look again
+                    await asyncio.sleep(c.send_probe_s)
+                    if pong is not None and pong.done():
+                        continue
                     await self._close_slow_consumer()
                     return
         except ConnectionClosed:

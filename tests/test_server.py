@@ -332,7 +332,7 @@ def test_an_empty_token_is_refused_at_start_up(argv, env, monkeypatch, capsys):
 
 
 def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(run):
-    """A real client on loopback that reads one message per 20 ms while the server has minutes of reply
+    """A real client on loopback that reads one message per 50 ms while the server has minutes of reply
     audio for it: the server notices the unread backlog (a ping behind its data, not answered within
     `max_send_lag_s`), frees the session's slot, and the client, once it has read its way through what
     was queued, gets an `error` "slow_consumer" and a close with 1008 (before: the keepalive's 1011,
@@ -368,7 +368,7 @@ def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(r
                         texts.append(json.loads(message))
                     if slot_freed is None and connection.slow_consumer:
                         slot_freed = server.active_sessions == 0
-                    await asyncio.sleep(0.02)  # the slow consumer
+                    await asyncio.sleep(0.05)  # the slow consumer: ~2.5 s behind once its buffers are full
         finally:
             await server.close()
 
@@ -377,7 +377,7 @@ def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(r
     assert [t["code"] for t in texts] == ["slow_consumer"]
     assert 10 < num_audio < 3000  # it got some audio, then the server stopped sending
     assert slot_freed
-    assert took_s < 40
+    assert took_s < 30
 
 
 def test_the_websockets_floor_has_the_fixes_the_server_relies_on():
