@@ -80,9 +80,8 @@ def add_llm_precision_arguments(parser: argparse.ArgumentParser) -> None:
 
 def llm_precision_from_args(args: argparse.Namespace, base: LLMConfig) -> dict:
     """The LLMConfig fields `add_llm_precision_arguments` set (for `dataclasses.replace`)."""
-    quantize = getattr(args, "llm_quantize", base.quantize)
     return {"dtype": getattr(args, "llm_dtype", None) or base.dtype,
-            "quantize": None if quantize == "none" else quantize}
+            "quantize": getattr(args, "llm_quantize", base.quantize)}
 
 
 def add_history_argument(parser: argparse.ArgumentParser) -> None:

@@ -159,6 +159,8 @@ def test_demo_option_reaches_the_llm_config():
     assert build_config(parser.parse_args([])).llm.quantize == "auto"
     assert build_config(parser.parse_args(["--llm-quantize", "int8"])).llm.quantize == "int8"
     assert build_config(parser.parse_args(["--llm-quantize", "none"])).llm.quantize == "none"
+    assert build_config(parser.parse_args([])).llm.dtype == "auto"
+    assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"
     with pytest.raises(SystemExit):
         parser.parse_args(["--llm-quantize", "int4"])
 
@@ -173,6 +175,8 @@ def test_serve_and_mic_take_the_option_too(module):
     parser = argparse.ArgumentParser()
     importlib.import_module(f"headstart.{module}").add_arguments(parser)
     assert build_config(parser.parse_args(["--llm-quantize", "none"])).llm.quantize == "none"
+    assert build_config(parser.parse_args([])).llm.dtype == "auto"
+    assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"
     assert build_config(parser.parse_args([])).llm.quantize == "auto"
 
 
