@@ -91,3 +91,36 @@ def test_cpu_timing_counts_process_cpu_time_one_job_at_a_time(monkeypatch):
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     assert parser.parse_args([]).timing == "wall" and parser.parse_args(["--timing", "cpu"]).timing == "cpu"
+
+
+def test_a_turn_whose_speech_resumed_is_scored_on_its_last_final_only():
+    """Issue 20: a turn's later FinalTranscript covers all of it (speech resumed after a pause); the
+    bench joined every final, so "press one. press one. press two" was scored for "press one. press two"."""
+    import asyncio
+
+    from headstart.config import ASRConfig, EndpointConfig, PipelineConfig, VADConfig
+    from headstart.voice.asr import Transcription
+    from headstart.voice.words import Word, join_words
+
+    class BlockASR:  # one word per 0.25 s block with energy, named by the block's stream position
+        def transcribe(self, samples, offset_s=0.0, prompt=None):
+            words = []
+            first = int(round(offset_s * 4))
+            for k in range(samples.shape[0] // 4000):
+                block = samples[k * 4000 : (k + 1) * 4000]
+                if np.sqrt(np.mean(block**2)) > 0.01:
+                    t = (first + k) / 4
+                    words.append(Word(f" w{first + k}", t, t + 0.2))
+            return Transcription(tuple(words), join_words(words), 0.0, -0.1, samples.shape[0] / 16000)
+
+    rng = np.random.default_rng(0)
+    from headstart.bench.data import recording
+
+    speech = recording("librivox-0880").read()
+    audio = np.concatenate([speech, np.zeros(int(0.4 * 16000), np.float32), speech,
+                            (rng.standard_normal(32000) * 1e-4).astype(np.float32)])
+    config = PipelineConfig(vad=VADConfig(), asr=ASRConfig(), endpoint=EndpointConfig(semantic=False, silence_s=1.0))
+    res = asyncio.run(bench._stream(audio, BlockASR(), config, None, timing="cpu"))
+    finals = [f.text for _, f in res.finals if f.text]
+    assert len(finals) >= 2 and len(res.turns) == 1, finals  # the pause gave a final, speech resumed
+    assert res.final_text == finals[-1]

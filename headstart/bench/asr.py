@@ -361,14 +361,23 @@ async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple 
     listener = Listener(create_vad(config.vad), paced, Endpointer(config.endpoint), config.asr, executor, eou_scorer=scorer,
                         acoustic_scorer=_make_acoustic_scorer(sim, acoustic, result) if acoustic is not None else None)
 
+    texts: list[str] = []  # one per turn: a later final of a turn covers all of it (speech resumed)
+    turn_open = [False]
+
     async def consume() -> None:
         async for event in listener:
             if isinstance(event, PartialTranscript):
                 result.partials.append((sim.now_s, event.text))
             elif isinstance(event, FinalTranscript):
                 result.finals.append((sim.now_s, event))
+                if turn_open[0]:
+                    texts[-1] = event.text
+                else:
+                    texts.append(event.text)
+                    turn_open[0] = True
             elif isinstance(event, EndOfTurn):
                 result.turns.append((sim.now_s, event))
+                turn_open[0] = False
             elif isinstance(event, SpeechEnded):
                 result.speech_ends.append((sim.now_s, event))
 
@@ -392,7 +401,7 @@ async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple 
         if sim.asr_job is not None:
             sim.asr_job.release.set()
         executor.shutdown(wait=True)
-    result.final_text = " ".join(f.text for _, f in result.finals if f.text)
+    result.final_text = " ".join(text for text in texts if text)
     return result
 
 
