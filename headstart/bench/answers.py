@@ -11,8 +11,9 @@ the model itself and kept in the history as the session keeps them; only its las
 Every scored reply is checked twice (`check`):
 
 - content (`content_faults`): each `must` group needs one of its phrases, no `must_not` phrase may
-  appear, and `expect` asks for a refusal that claims no action ("refusal") or a question back
-  ("question");
+  appear, `expect` asks for a first-person refusal that claims no action ("refusal") or a question
+  back ("question"), and no run of 4 words may be copied from the system prompt (`prompt_copy`: a
+  small model pieces replies together from its instructions or worked examples);
 - spoken form (`spoken_form_faults`): at most two sentences, no list, markdown, code or emoji, and
   not the question restated as the answer (no content word beyond the user's own words).
 
@@ -36,7 +37,7 @@ from pathlib import Path
 from headstart.config import LLMConfig, ThreadPlan
 
 __all__ = ["KINDS", "PROMPTS", "Item", "Verdict", "add_arguments", "check", "content_faults", "load_items",
-           "normalize", "run_from_args", "sentences", "spoken_form_faults"]
+           "normalize", "prompt_copy", "run_from_args", "sentences", "spoken_form_faults"]
 
 KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled")
 EXPECTS = ("answer", "refusal", "question")
@@ -75,10 +76,17 @@ PROMPTS: dict[str, str] = {
         "device, call, message, play music, set a timer, or check the time or weather, say you can't. If "
         "the words are unclear or cut off, ask the user to say it again."
     ),
+    "canned": (
+        "You are headstart, a voice assistant, and your replies are spoken aloud. Answer in one short, plain "
+        "sentence, the answer first, with no lists. You can only talk: you cannot control devices, call, "
+        "message, play music, set timers, or know the time or weather; when asked to, say \"Sorry, I can't do "
+        "that, I can only talk.\" If the user's words are unclear, cut off or make no sense, do not repeat "
+        "them; say \"Sorry, could you say that again?\""
+    ),
     "short-ask": (
         "You are headstart, a voice assistant, and your replies are spoken aloud. Answer in one short, plain "
         "sentence, the answer first, with no lists. You can only talk: you cannot control devices, call, "
-        "message, play music, set timers, or know the time or weather, so say you can't when asked. If the "
+        "message, play music, set timers, or know the time or weather; when asked to, say that you can't. If the "
         "user's words are unclear, cut off or make no sense, do not repeat them: ask what they meant."
     ),
 }
@@ -174,11 +182,10 @@ def _has(phrase: str, normalized: str) -> bool:
     return _phrase_re(phrase).search(normalized) is not None
 
 
-# Saying it cannot do something (on normalized text).
+# Saying, in the first person, that it cannot do something (on normalized text): "You can't." is no refusal.
 REFUSAL = re.compile(
-    r"\b(?:can't|cannot|can not|couldn't|unable|not able|don't have|do not have|doesn't have|no access|"
-    r"not possible|not connected|no way to|don't (?:control|support|know the current)|"
-    r"(?:i'm|i am) (?:just|only) a|(?:i'm|i am) not (?:able|connected|equipped|set up)|beyond (?:my|what i))\b")
+    r"\b(?:i|i'm|i am|i've)\s+(?:\w+\s+){0,2}?(?:can't|cannot|can not|couldn't|unable|not|don't|do not|have no|"
+    r"never)\b|\bnot something i can\b|\bbeyond (?:my|what i)\b")
 # Claiming to have done (or to be doing) what it cannot do.
 ACTION_CLAIM = re.compile(
     r"\b(?:i've|i have|i'll|i will|i can|i'm|i am|i)\s+(?:now\s+|just\s+|already\s+)?"
@@ -262,13 +269,29 @@ def spoken_form_faults(answer: str, question: str, asks_back: bool = False, echo
     return faults
 
 
-def content_faults(item: Item, answer: str) -> list[str]:
+def prompt_copy(answer: str, system_prompt: str, user_turns: Sequence[str] = (), n: int = 4) -> str | None:
+    """The first run of `n` words of `answer` that also stands in `system_prompt`, outside its quoted
+    replies ("..."), but in none of the user's turns (a reply pieced together from the instructions:
+    "You can't when asked."), or None. A reply the prompt quotes may be used as it is."""
+    prompt = " ".join(_WORD.findall(normalize(re.sub(r'"[^"]*"', " | ", system_prompt))))
+    users = [" ".join(_WORD.findall(normalize(t))) for t in user_turns]
+    words = _WORD.findall(normalize(answer))
+    for i in range(len(words) - n + 1):
+        run = " ".join(words[i:i + n])
+        if re.search(rf"(?<!\S){re.escape(run)}(?!\S)", prompt) and not any(run in u for u in users):
+            return run
+    return None
+
+
+def content_faults(item: Item, answer: str, system_prompt: str = "") -> list[str]:
     """What is wrong with what `answer` says for `item`: "empty reply", "missing: a | b" (a `must`
-    group), "says: x" (a `must_not` phrase), "no refusal", "claims to act", "no question back".
-    With several `expect` kinds the reply needs to fit one of them."""
+    group), "says: x" (a `must_not` phrase), "no refusal", "claims to act", "no question back",
+    "copies the system prompt: ..." (`prompt_copy`, with `system_prompt` given). With several
+    `expect` kinds the reply needs to fit one of them."""
     text = normalize(answer)
     if not text:
         return ["empty reply"]
+    copied = prompt_copy(answer, system_prompt, item.turns) if system_prompt else None
     faults = [f"missing: {' | '.join(group)}" for group in item.must if not any(_has(p, text) for p in group)]
     faults += [f"says: {p}" for p in item.must_not if _has(p, text)]
     fits = {"answer": []}
@@ -280,6 +303,8 @@ def content_faults(item: Item, answer: str) -> list[str]:
     options = [fits[e] for e in item.expect]
     if not any(not f for f in options):
         faults += min(options, key=len)
+    if copied:
+        faults.append(f"copies the system prompt: {copied!r}")
     return faults
 
 
@@ -298,9 +323,9 @@ class Verdict:
         return not self.content and not self.form
 
 
-def check(item: Item, answer: str, context: Sequence[str] = ()) -> Verdict:
-    """Score `answer`, the reply to `item`'s last turn."""
-    return Verdict(item, answer, tuple(content_faults(item, answer)),
+def check(item: Item, answer: str, context: Sequence[str] = (), system_prompt: str = "") -> Verdict:
+    """Score `answer`, the reply to `item`'s last turn under `system_prompt`."""
+    return Verdict(item, answer, tuple(content_faults(item, answer, system_prompt)),
                    tuple(spoken_form_faults(answer, item.question, asks_back="question" in item.expect,
                                             echo_ok=item.echo_ok)),
                    tuple(context))
@@ -348,7 +373,7 @@ def _answer(engine, decoder, config: LLMConfig, executor, item: Item, stats: _Ru
             stats.decode_s += times[-1] - times[0]
         replies.append(reply)
         history = [*messages, {"role": "assistant", "content": reply}]
-    return check(item, replies[-1], replies[:-1])
+    return check(item, replies[-1], replies[:-1], config.system_prompt)
 
 
 def _session_prefill(engine, system_prompt: str) -> tuple[int, float]:
