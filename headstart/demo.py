@@ -428,6 +428,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     summary["incremental_prefill_on"] = config.session.head_start and config.session.incremental_prefill
     summary["preemptive_on"] = config.session.head_start and config.session.preemptive
     summary["eou"] = config.session.eou
+    summary["llm"] = components.llm_info()  # precision, the exactness self-test, the decoder in use
     summary["reply_wav"] = str(args.out) if audio.size else None
     print(json.dumps(summary, ensure_ascii=False))
     return 0

@@ -42,6 +42,10 @@ def test_demo_answers_a_real_recording_by_voice(tmp_path):
     assert word_error_rate(rec.text, summary["transcript"]) <= 0.20, summary["transcript"]
     assert summary["reply"].strip()
     assert summary["models"]["llm"] == TEST_LLM
+    # the default precision on every CPU with AVX2: float32 + int8, which passes the exactness self-test,
+    # so the configured speculative decoder is on
+    assert summary["llm"] == {"model": TEST_LLM, "precision": "float32+int8", "exact": True,
+                              "speculative": "prompt_lookup"}, summary["llm"]
     for key in ("speech_end_to_final_s", "speech_end_to_first_token_s", "voice_to_voice_s",
                 "ttft_s", "tts_ttfa_s"):
         assert isinstance(summary[key], float), key
