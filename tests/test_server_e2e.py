@@ -143,6 +143,10 @@ def test_a_spoken_turn_two_concurrent_sessions_and_an_idle_one(components):
             await server.close()
 
     a, b = asyncio.run(main())
+    started = a.of("session.started")[0]
+    # the LLM as loaded: the default precision passes the exactness self-test, so prompt lookup is on
+    assert started["llm"] == {"model": "smollm2-135m", "precision": "float32+int8", "exact": True,
+                              "speculative": "prompt_lookup"}, started
     for client, rec in ((a, rec_a), (b, rec_b)):
         kinds = [e["type"] for e in client.events]
         for kind in ("vad.speech_started", "vad.speech_stopped", "transcript.final", "turn.end", "reply.started",
