@@ -244,6 +244,36 @@ def test_a_hypothesis_out_of_its_token_budget_is_dropped_as_a_loop(asr, monkeypa
     assert result.dropped and result.dropped[0].startswith("He was not")
 
 
+@pytest.mark.parametrize(
+    "words, cut",
+    [
+        ("a b c d c d c", 4),  # one copy of "c d" kept
+        ("press press press press", 1),
+        ("ten of clubs ten of clubs", 3),
+        ("go forward ten metres", None),
+        ("five five", 1),
+        ("", None),
+    ],
+)
+def test_loop_cut_keeps_one_copy_of_the_repeated_phrase(words, cut):
+    assert moonshine.loop_cut(words.split()) == cut
+
+
+def test_a_loop_out_of_budget_keeps_the_words_before_it(asr, monkeypatch):
+    rec = _rec("cards_001")  # "Ten of clubs." (moonshine: "Ten of cloves.")
+    press = asr._tokens.index("\u2581Press".encode())
+    real = asr.decode_tokens
+
+    def looping(samples):  # what a decoder caught in a loop gives: the budget spent on one word
+        ids, logprobs, eos_first, _finished = real(samples)
+        return ids + [press] * 6, logprobs + [-0.1] * 6, eos_first, False
+
+    monkeypatch.setattr(asr, "decode_tokens", looping)
+    result = asr.transcribe(rec.read())
+    assert result.text == "Ten of cloves. Press"  # one copy of the looped word kept, as for Whisper
+    assert result.dropped == ("Press Press Press Press Press",)
+
+
 def test_the_budget_grows_with_the_audio_and_is_bounded():
     assert moonshine.moonshine_max_tokens(SR) < moonshine.moonshine_max_tokens(3 * SR) < moonshine.moonshine_max_tokens(6 * SR)
     # the densest packaged recording needs 6.4 tokens per second of speech

@@ -12,8 +12,9 @@ Moonshine is not streaming and has no timestamps or text prompt: every call tran
 buffer; word times are estimated (the voiced span found from the audio's energy, shared among the
 words by their length), and `prompt` is accepted and ignored. The guards that keep Whisper's
 inventions out apply here too (`headstart.voice.asr.segment_drop_reason` on the one hypothesis),
-with the probability of </s> as the first token standing in for Whisper's no-speech probability; a
-hypothesis that runs out of its token budget is a repetition loop and is dropped.
+with the probability of </s> as the first token standing in for Whisper's no-speech probability. A
+hypothesis that runs out of its token budget is a repetition loop: it is cut where its tail starts to
+repeat a phrase (one copy kept), or dropped whole when no repeated phrase is found.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ import numpy as np
 from headstart.audio import SAMPLE_RATE_HZ, AudioError
 from headstart.config import ASRConfig
 from headstart.voice.asr import Transcription, segment_drop_reason
-from headstart.voice.words import Word, join_words
+from headstart.voice.words import Word, join_words, normalize_word
 
 ENCODER_FILE = "encoder_model.onnx"
 DECODER_FILE = "decoder_model_merged.onnx"
@@ -47,6 +48,7 @@ _MIN_SAMPLES = SAMPLE_RATE_HZ // 4
 _FRAME_SAMPLES = 320
 _VOICED_FRACTION = 0.1
 _MIN_WORD_S = 0.06
+_MAX_LOOP_PERIOD_WORDS = 8  # the longest phrase a loop repeats that is looked for
 
 
 @dataclass(frozen=True, slots=True)
@@ -93,6 +95,24 @@ def read_tokenizer(path: str | Path) -> list[bytes]:
 def moonshine_max_tokens(num_samples: int) -> int:
     """The decoding budget of one call on `num_samples` of 16 kHz audio (see `_TOKENS_PER_S`)."""
     return min(int(_TOKENS_BASE + _TOKENS_PER_S * num_samples / SAMPLE_RATE_HZ), _TOKENS_MAX)
+
+
+def loop_cut(keys: list[str]) -> int | None:
+    """Where a hypothesis' tail starts to repeat a phrase of at most `_MAX_LOOP_PERIOD_WORDS` words at
+    least twice up to its end, keeping one copy ("a b c d c d c" -> 4); None when it does not.
+
+    Args:
+        keys: the words, normalised (`headstart.voice.words.normalize_word`).
+    """
+    n = len(keys)
+    best = None
+    for period in range(1, _MAX_LOOP_PERIOD_WORDS + 1):
+        start = n - period
+        while start > 0 and keys[start - 1] == keys[start - 1 + period]:
+            start -= 1
+        if n - start >= 2 * period and (best is None or start + period < best):
+            best = start + period
+    return best
 
 
 def is_moonshine_folder(path: str | Path) -> bool:
@@ -205,15 +225,17 @@ class MoonshineASR:
         ids, logprobs, eos_first, finished = self.decode_tokens(samples)
         compute_s = time.perf_counter() - started
         pieces = self._word_pieces(ids, logprobs)
+        dropped: list[str] = []
+        if not finished:  # out of its token budget: a loop; keep what came before it, if anything
+            cut = loop_cut([normalize_word(text) for text, _ in pieces])
+            dropped.append("".join(p[0] for p in pieces[cut or 0 :]).strip())
+            pieces = pieces[:cut] if cut else []
         text = "".join(p[0] for p in pieces).strip()
         avg_logprob = float(np.mean(logprobs)) if logprobs else 0.0
         hypothesis = _Hypothesis(text, eos_first, avg_logprob, _compression_ratio(text))
-        if not finished:
-            reason = "repetition"  # out of its token budget: a loop
-        else:
-            reason = segment_drop_reason(hypothesis, self.config) if text else "no words"
-        if reason is not None:
-            return Transcription((), "", eos_first, 0.0, audio_s, compute_s, (text,) if text else ())
+        if not text or segment_drop_reason(hypothesis, self.config) is not None:
+            dropped += [text] if text else []
+            return Transcription((), "", eos_first, 0.0, audio_s, compute_s, tuple(dropped))
         words = self._timed_words(pieces, samples, offset_s)
         return Transcription(
             words=tuple(words),
@@ -222,6 +244,7 @@ class MoonshineASR:
             avg_logprob=avg_logprob,
             audio_s=audio_s,
             compute_s=compute_s,
+            dropped=tuple(dropped),
         )
 
     def decode_tokens(self, samples: np.ndarray) -> tuple[list[int], list[float], float, bool]:
@@ -303,10 +326,10 @@ class MoonshineASR:
             if voiced.size:
                 start_s = voiced[0] * _FRAME_SAMPLES / SAMPLE_RATE_HZ
                 end_s = (voiced[-1] + 1) * _FRAME_SAMPLES / SAMPLE_RATE_HZ
-        span = max(end_s - start_s, _MIN_WORD_S * len(pieces))
         weights = np.array([len(text.strip()) + 1 for text, _ in pieces], dtype=np.float64)
-        edges = start_s + span * np.concatenate([[0.0], np.cumsum(weights) / weights.sum()])
-        edges = np.minimum(edges, max(audio_s, start_s + span))
+        # each word lasts at least _MIN_WORD_S (a zero-length word reads as a loop to the agreement)
+        widths = np.maximum((end_s - start_s) * weights / weights.sum(), _MIN_WORD_S)
+        edges = start_s + np.concatenate([[0.0], np.cumsum(widths)])
         return [
             Word(text, offset_s + float(edges[i]), offset_s + float(edges[i + 1]), probability)
             for i, (text, probability) in enumerate(pieces)
