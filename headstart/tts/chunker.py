@@ -13,7 +13,8 @@ Policy:
   before them ("Well, in short, | the"). The word cut moves on, word by word, past a word that cannot
   end a spoken phrase: a function word ("the", "a", "to", "is", "can", "I'm"...) that would dangle, a
   token with a digit (its unit or "am"/"pm" may follow: "9:30 am"), a number word ("twenty | five"),
-  an abbreviation or initial ("Dr." | "Lee"); it prefers, within 3 more words, a cut before a word
+  an abbreviation or initial ("Dr." | "Lee"), a capitalised word before another (a name: "World | War",
+  "San | Francisco"); it prefers, within 3 more words, a cut before a word
   that opens a phrase ("a black cat | is", not "a black | cat"). The word cut competes with the marks by position, so
   the first chunk is the same whether the text is pushed whole or token by token.
 - After that, one chunk per sentence (`.`, `!`, `?`, `…` followed by whitespace) or line. A line break
@@ -226,8 +227,10 @@ class ClauseChunker:
         words = list(_WHOLE_WORD_RE.finditer(text))
         first = self.first_chunk_max_words - 1
 
-        def can_end(i: int) -> bool:
-            return _can_end_first_chunk(words[i].group(), words[i - 1].group() if i else "")
+        def can_end(i: int) -> bool:  # (words[i + 1] is whole)
+            return _can_end_first_chunk(words[i].group(), words[i - 1].group() if i else "") and not _in_name(
+                words[i].group(), words[i + 1].group()
+            )
 
         cut: int | None = None
         for i in range(first, first + _PHRASE_PATIENCE_WORDS):
@@ -237,12 +240,23 @@ class ClauseChunker:
                 cut = i
                 break
         else:
-            cut = next((i for i in range(first, len(words)) if can_end(i)), None)
+            cut = next((i for i in range(first, len(words) - 1) if can_end(i)), None)
             if cut is None:
                 return None
         end = words[cut].end()
         clause_ends = [c.end() for c in _CLAUSE_CUT_RE.finditer(text, 0, end + 1)]
         return clause_ends[-1] if clause_ends else end
+
+
+def _in_name(word: str, following: str) -> bool:
+    """Do `word` and the `following` token belong to one name ("World War", "War II", "San
+    Francisco"): both capitalised, nothing between them? A cut there would split the name (and leave
+    a Roman numeral without the word that makes it one)."""
+    if word[-1:] in ",;:.!?)\"'”’":
+        return False
+    first = _LEADING_MARKS_RE.sub("", word)[:1]
+    second = _LEADING_MARKS_RE.sub("", following)[:1]
+    return first.isupper() and second.isupper()
 
 
 def _starts_phrase(word: str) -> bool:

@@ -7,10 +7,13 @@ English only. Rule-based, in a fixed order (each step sees the output of the one
 2. URLs and e-mail addresses -> "example dot com slash docs", "jane dot doe at example dot org";
 3. emoji and pictographs -> removed;
 4. abbreviations -> words ("Dr. Lee" -> "Doctor Lee", "Baker St." -> "Baker Street", "e.g." -> "for
-   example", "i.e." -> "that is", "etc." -> "et cetera", "a.m." -> "AM");
+   example", "i.e." -> "that is", "etc." -> "et cetera", "a.m." -> "AM"); Roman numerals after a
+   number word, a title or a name ("World War II" -> "World War Two", "Henry VIII" -> "Henry the
+   Eighth"; never the pronoun "I");
 5. currency ("$49.95" -> "forty-nine dollars and ninety-five cents"), times ("8:00 AM" -> "eight AM",
    "3:15 pm" -> "three fifteen PM"), percentages, degrees, ordinals ("2nd" -> "second"), years where
-   the context makes them obvious ("in 1999" -> "in nineteen ninety-nine"), and all other numbers
+   the context makes them obvious ("in 1999" -> "in nineteen ninety-nine"), codes digit by digit
+   after "zip", "code", "room", "flight"... ("zip code 90210" -> "nine zero two one zero"), and all other numbers
    ("1,000", "3.14", "-5", "221B"), units of measure ("2.5 kg" -> "two point five kilograms") via num2words, in American style (no "and" inside numbers);
 6. leftover symbols (&, +, =, @, /, *, #, ...) -> words or nothing; whitespace collapsed.
 
@@ -193,6 +196,70 @@ def expand_abbreviations(text: str) -> str:
     return text
 
 
+# --- 4b. Roman numerals ------------------------------------------------------------------------------
+
+# Words after which a Roman numeral is a number ("World War II", "Chapter IV", "Part III"): read as a
+# cardinal ("World War Two"). After a regnal title or a monarch's or pope's name it is an ordinal
+# ("King George VI" -> "King George the Sixth", "Elizabeth II" -> "Elizabeth the Second").
+_ROMAN_NUMBER_WORDS = frozenset(
+    """war chapter chapters part parts act acts volume vol book episode phase stage level type class grade
+    section article appendix round season series title world mark mk tier category bowl""".split()
+)
+_REGNAL_TITLES = frozenset("king queen pope emperor empress tsar czar pharaoh prince princess duke sultan".split())
+_REGNAL_NAMES = frozenset(
+    """henry edward george william richard charles james john louis elizabeth mary anne victoria philip
+    frederick peter catherine alexander nicholas ivan napoleon ramesses ptolemy pius leo gregory benedict
+    innocent clement paul boniface urban alfonso ferdinand carlos juan felipe gustav gustavus christian
+    olaf harald haakon ludwig otto wilhelm friedrich rudolf franz constantine justinian""".split()
+)
+# A numeral of I, V and X only (1-39), or with L (40-89) after a number word: "DC", "MD", "CD", "LX"
+# after a name are read as letters. "I" alone is a numeral only after a number word or a regnal name
+# ("World War I", "Charles I"), never the pronoun ("Then I left").
+_ROMAN_RE = re.compile(r"(?<![\w'.-])(?P<prev>[A-Za-z]+)(?P<sep>[ \t]+)(?P<num>(?:XC|XL|L?X{0,3})(?:IX|IV|V?I{0,3}))(?![\w'-])")
+_ROMAN_VALUES = {"I": 1, "V": 5, "X": 10, "L": 50, "C": 100}
+
+
+def _roman_value(numeral: str) -> int:
+    total = 0
+    for i, ch in enumerate(numeral):
+        value = _ROMAN_VALUES[ch]
+        total += -value if i + 1 < len(numeral) and _ROMAN_VALUES[numeral[i + 1]] > value else value
+    return total
+
+
+def _speak_roman(text: str, m: re.Match[str]) -> str | None:
+    prev, numeral = m.group("prev"), m.group("num")
+    if not numeral:
+        return None
+    lower = prev.lower()
+    before = text[: m.start("prev")].split()
+    titled = bool(before) and before[-1].lower().rstrip(".") in _REGNAL_TITLES
+    regnal = prev[0].isupper() and (lower in _REGNAL_NAMES or titled)
+    if lower in _ROMAN_NUMBER_WORDS:
+        if numeral == "I" and not prev[0].isupper():
+            return None  # "the war I fought", "the book I read": the pronoun
+        return _n2w(_roman_value(numeral)).title()
+    if regnal:
+        return "the " + _n2w(_roman_value(numeral), to="ordinal").title()
+    if numeral == "I" or "L" in numeral or len(numeral) < 2 or not prev[0].isupper():
+        return None  # "I" the pronoun; "Model X", "Malcolm X", "Honda LX" stay letters
+    sentence_start = not before or before[-1].endswith((".", "!", "?", ":"))
+    if sentence_start and len(numeral) < 3:
+        return None  # capitalised as the first word, not as a name: "Give IV fluids"
+    return _n2w(_roman_value(numeral)).title()  # a name and a numeral: "Apollo XI", "Final Fantasy VII"
+
+
+def expand_roman_numerals(text: str) -> str:
+    """Roman numerals after a number word, a title or a name -> words ("World War II" -> "World War
+    Two", "Henry VIII" -> "Henry the Eighth"); the pronoun "I" and letter names stay."""
+
+    def speak(m: re.Match[str]) -> str:
+        words = _speak_roman(text, m)
+        return m.group(0) if words is None else m.group("prev") + m.group("sep") + words
+
+    return _ROMAN_RE.sub(speak, text)
+
+
 # --- 5. numbers ----------------------------------------------------------------------------------------
 
 
@@ -344,9 +411,26 @@ def _speak_decade(m: re.Match[str]) -> str:
     return words + "s"
 
 
+# A number after these words is a code read digit by digit ("zip code 90210" -> "nine zero two one
+# zero", "flight 1234", "room 404"): three or more digits, with "number", "no.", "#" or ":" between
+_CODE_RE = re.compile(
+    r"\b(?P<lead>(?:zip|postal|post|area|country|pin|access|promo|confirmation|verification|security"
+    r"|code|codes|room|rooms|flight|flights|extension|ext|gate|suite|apartment|apt|unit|account|order"
+    r"|ticket|booking|tracking|reference|ref|serial|invoice|model|bus|train|route|pnr|zipcode|postcode)\.?"
+    r"(?:\s+(?:code|number|no\.|num\.?|#))?(?:\s+(?:is|was|will\s+be))?[ \t]*(?:#|:)?[ \t]*)"
+    r"(?P<digits>\d{3,})(?![\d,.]\d)\b",
+    re.IGNORECASE,
+)
+
+
+def _speak_code(m: re.Match[str]) -> str:
+    return m.group("lead") + _speak_digits(m.group("digits"))
+
+
 def expand_numbers(text: str) -> str:
     """Currency, times, percentages, degrees, ordinals, years, alphanumerics and plain numbers ->
     words. Runs after `expand_abbreviations` (so "a.m." is already "AM")."""
+    text = _CODE_RE.sub(_speak_code, text)
     text = _MONEY_RE.sub(_speak_money, text)
     text = _TIME_RE.sub(_speak_time, text)
     text = _HOUR_AMPM_RE.sub(_speak_hour_ampm, text)
@@ -410,6 +494,7 @@ def normalize_text(text: str) -> str:
     text = _DEGREE_RE.sub(_speak_degrees, text)  # before emoji removal: "°" is a symbol too
     text = strip_emoji(text)
     text = expand_abbreviations(text)
+    text = expand_roman_numerals(text)
     text = expand_numbers(text)
     for pattern, words in _SYMBOL_WORDS:
         text = pattern.sub(words, text)
