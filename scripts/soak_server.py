@@ -7,7 +7,8 @@ LLM prompt's size after each turn (issue 20: a long conversation must keep worki
 The server runs in this process (port 0) with the real models (ASR whisper-tiny.en, `--llm`, Piper), so
 its session's history and prompt can be read; the client sends the packaged recordings in turn (each
 followed by 2 s of silence) at `--speed` x real time, plays replies at once (it reports each reply's
-audio as played on arrival) and waits for the turn's `metrics.turn` (or 60 s). RSS is the whole
+audio as played on arrival) and waits for the turn's `metrics.turn` (or 60 s); a turn not ended 8 s
+after its audio (a text that reads unfinished) is ended with `input.commit`. RSS is the whole
 process's (`psutil`), client included. Prints a table and ends with one JSON line.
 """
 
@@ -99,7 +100,15 @@ async def soak(args: argparse.Namespace) -> dict:
                 for lo in range(0, pcm.shape[0], 320):
                     await ws.send(pcm[lo : lo + 320].tobytes())
                     await asyncio.sleep(0.02 / args.speed)
+                ends_before = sum(e["type"] == "turn.end" for e in events)
+                committed = False
                 while sum(e["type"] == "metrics.turn" for e in events) == done_before:
+                    waited_s = time.monotonic() - t0 - audio.shape[0] / 16_000 / args.speed
+                    if not committed and waited_s > 8 and sum(e["type"] == "turn.end" for e in events) == ends_before:
+                        # a text that reads unfinished ("If this is correct, press...") waits for more
+                        # speech: end the turn as push-to-talk would, so every turn gets its reply
+                        committed = True
+                        await ws.send(json.dumps({"type": "input.commit"}))
                     if time.monotonic() - t0 > 60:
                         break
                     await asyncio.sleep(0.05)
@@ -108,7 +117,7 @@ async def soak(args: argparse.Namespace) -> dict:
                 prompt = components.llm.render_prompt(session._messages())
                 window = getattr(session, "_history_window", None)
                 rows.append({
-                    "turn": turn + 1, "recording": rec.name, "answered": bool(metrics),
+                    "turn": turn + 1, "recording": rec.name, "answered": bool(metrics), "committed": committed,
                     "errors": [e["code"] for e in events if e["type"] == "error"][errors_before:],
                     "history_messages": len(session.history), "prompt_tokens": len(prompt),
                     "dropped_turns": window.dropped_turns if window is not None else 0,
