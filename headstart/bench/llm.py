@@ -419,7 +419,7 @@ def _print_table(result: dict, decode: dict, quality: dict | None) -> None:
     for name, key in (("cold prefill", "ttft_cold_s"), ("incremental prefill", "ttft_incremental_s"),
                       ("preemptive hit", "ttft_preemptive_s")):
         print(f"{name:<28}{result[key]:>10.4f}{result[key] / cold:>10.1%}")
-    target = result["quantize"] or "fp32"
+    target = result["quantize"] or {"float32": "fp32"}.get(result["dtype"], result["dtype"])
     print(f"\n{'decode':<16}{'tok/s':>8}{'speedup':>9}{'accept':>8}{'mean acc':>10}{'exact':>7}{'off':>5}"
           f"  quantisation")
     for name, r in decode.items():
