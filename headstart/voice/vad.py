@@ -263,6 +263,11 @@ class VAD:
         return np.frombuffer(self._probabilities, dtype=np.float32).copy()
 
 
+# Silero's state drifts little through a second of exact zeros and far through 40 s (docs/listening.md):
+# past this many windows of zeros (0.99 s) the model starts over instead
+_ZERO_RESET_WINDOWS = 31
+
+
 class SileroVAD(VAD):
     """Silero VAD v6 (ONNX, via onnxruntime with one intra-/inter-op thread).
 
@@ -291,26 +296,32 @@ class SileroVAD(VAD):
         super().__init__(config)
         self._reset_model()
 
-    def _reset_model(self) -> None:
+    def _reset_model(self, keep_zero_run: bool = False) -> None:
         self._h = np.zeros((1, 1, 128), dtype=np.float32)
         self._c = np.zeros((1, 1, 128), dtype=np.float32)
         self._context = np.zeros(self.context_samples, dtype=np.float32)
+        if not keep_zero_run:
+            self._zero_windows = 0  # consecutive windows of exact zeros just classified
 
     def _classify(self, windows: np.ndarray) -> np.ndarray:
-        # A window of exact zeros (a muted track, push-to-talk silence) is no speech, and the model
-        # does not see it: its state starts over after it, as at the stream's start. Carried through
-        # a long digital silence, the state drifts so that the next onset scores low and speech
-        # starts late (see docs/listening.md).
-        digital_silence = ~windows.any(axis=1)
-        if not digital_silence.any():
+        # Digital silence (exact zeros: a muted track, push-to-talk silence) longer than
+        # `_ZERO_RESET_WINDOWS` is no speech, and the model does not see it: its state starts over,
+        # as at the stream's start. Carried through a long digital silence, the state drifts so
+        # that the next onset scores low and speech starts late (see docs/listening.md); a shorter
+        # run of zeros (a dropout, a pause) goes through the model as any audio.
+        skipped = np.zeros(windows.shape[0], dtype=bool)
+        for i, zero in enumerate(~windows.any(axis=1)):
+            self._zero_windows = self._zero_windows + 1 if zero else 0
+            skipped[i] = self._zero_windows > _ZERO_RESET_WINDOWS
+        if not skipped.any():
             return self._run(windows)
         probabilities = np.zeros(windows.shape[0], dtype=np.float32)
         start = 0
-        for end in [*np.flatnonzero(digital_silence), windows.shape[0]]:
+        for end in [*np.flatnonzero(skipped), windows.shape[0]]:
             if end > start:
                 probabilities[start:end] = self._run(windows[start:end])
             if end < windows.shape[0]:
-                self._reset_model()
+                self._reset_model(keep_zero_run=True)
             start = end + 1
         return probabilities
 
