@@ -100,6 +100,12 @@ __all__ = [
 _END = object()
 _FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionConfig.eou names
 _reply_ids = itertools.count(1)
+# Continuations (the listening issue): speech that starts within CONTINUATION_GAP_S of a turn's end and
+# cuts that turn's reply off with at most CONTINUATION_MAX_HEARD_S of it played continues the same user
+# message (the turn had ended inside a pause): the texts are joined, the reply is generated on the whole
+# and the history holds one user turn
+CONTINUATION_GAP_S = 2.0
+CONTINUATION_MAX_HEARD_S = 1.0
 
 
 class Session:
@@ -172,6 +178,8 @@ class Session:
         self._listen_tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
+        self._speech_started_at: float | None = None  # the current utterance's first speech start
+        self._continuation: int | None = None  # history index of the user message the next turn continues
 
     def _new_listener(self):
         from headstart.voice.endpoint import Endpointer
@@ -363,6 +371,7 @@ class Session:
         self._apply(self.turns.interrupt("reset"))
         await self.clear_input()
         self.history.clear()  # the engine's next prefill keeps only the system prompt's prefix
+        self._continuation = None
 
     async def end_input(self) -> None:
         """No more user audio: finish the open turn (and its reply); then the event stream ends."""
@@ -481,6 +490,7 @@ class Session:
                 return  # the session's own voice: no user turn
             if self._turn is None:
                 self._turn = TurnTimeline()
+                self._speech_started_at = now
             self._new_eou_epoch()  # estimates of the text so far are stale once speech resumes
             self._head(self.head_start.speech_started())  # resumed speech drops held work
             self._out.put_nowait(event)
@@ -511,6 +521,7 @@ class Session:
             self._apply(tt.final(event.text, self._reply_text(), echo=self._sure_echo()))
             if tt.utterance == "ignored":
                 self._turn = None
+                self._continuation = None  # the utterance that cut the reply off is no turn
                 if was_echo:
                     return
                 self._out.put_nowait(event)
@@ -520,6 +531,7 @@ class Session:
             turn.transcript = event.text
             if not event.text.strip():
                 self._turn = None  # no words: the listener ends this utterance without a turn
+                self._continuation = None
                 self._head(self.head_start.cancel("no_words"))
                 self._close_live()
             elif tt.utterance == "user":
@@ -736,6 +748,7 @@ class Session:
             self.history.append(message)
         reply.resume.set()
         turn = reply.turn
+        self._continuation = self._continuable(reply, played_s, reason)
         turn.extra.update(interrupted=True, interrupt_reason=reason, played_s=round(played_s, 3), heard_text=heard)
         if not reply.finished:
             turn.reply = heard
@@ -748,9 +761,39 @@ class Session:
         if self._echo is not None:
             self._echo.reset_played()
 
+    def _continuable(self, reply: Reply, played_s: float, reason: str) -> int | None:
+        """The history index of the user message an interrupted reply answered, when the speech that
+        cut it off continues that message (see CONTINUATION_GAP_S); else None."""
+        ended, started = reply.turn.end_of_turn_at_s, self._speech_started_at
+        if reason not in ("barge_in", "new_turn") or played_s > CONTINUATION_MAX_HEARD_S:
+            return None
+        if ended is None or started is None or not -1e-9 <= started - ended <= CONTINUATION_GAP_S:
+            return None
+        for index in range(len(self.history) - 1, -1, -1):
+            if self.history[index]["role"] == "user":
+                return index
+            if self.history[index]["role"] != "assistant":
+                return None
+        return None
+
+    def _continue_turn(self, turn: TurnTimeline) -> None:
+        """A turn that continues the user message its speech cut the reply of: one user message, the
+        joined text (a trailing-off mark at the seam dropped); the reply's heard words leave the history."""
+        index, self._continuation = self._continuation, None
+        if index is None or index >= len(self.history) or self.history[index]["role"] != "user":
+            return
+        if any(m["role"] != "assistant" for m in self.history[index + 1 :]):
+            return
+        before = self.history[index]["content"].rstrip()
+        before = (before[:-3] if before.endswith("...") else before).rstrip("…-–—, ")
+        del self.history[index:]
+        turn.extra["continues"] = before
+        turn.transcript = f"{before} {turn.transcript.lstrip()}".strip()
+
     # -- the reply -----------------------------------------------------------------------------------
 
     def _start_reply(self, turn: TurnTimeline) -> None:
+        self._continue_turn(turn)
         old = self._reply
         if old is not None and not old.interrupted and old.task is not None and not old.task.done():
             self._interrupt_reply(old, self.turns.played_s(), "new_turn")
