@@ -115,3 +115,25 @@ def test_acoustic_failure_reaches_the_consumer(sentence, executor):
                    eou_scorer=always_complete, acoustic_scorer=bad)
     with pytest.raises(RuntimeError, match="failed"):
         asyncio.run(run_listener(lis, np.concatenate([sentence, silence(1.0)])))
+
+
+def test_a_short_silence_the_vad_never_ends_does_not_leave_a_stale_score(sentence, executor):
+    """A silence long enough to be scored (acoustic_after_s 0.1 here) but shorter than the VAD's
+    min_silence_s (0.25) brings no VAD event; the speech goes on. Its score (cut off) must not decide
+    the real end: that silence is scored anew (it sounds finished) and the turn ends at once."""
+    cut = int(0.45 * sentence.shape[0])
+    gap = np.zeros(int(0.15 * SR), np.float32)
+    audio = np.concatenate([sentence[:cut], gap, sentence[cut:], silence(3.0)])
+    endpoint = EndpointConfig(acoustic_model="smart-turn-v3.2", acoustic_after_s=0.1, **THRESHOLDS)
+    vad = SileroVAD(VADConfig())
+    acoustic = FakeAcoustic(sentence.shape[0] / SR, vad)
+    lis = Listener(vad, EnergyASR(), Endpointer(endpoint), ASRConfig(), executor,
+                   eou_scorer=always_complete, acoustic_scorer=acoustic)
+    events = asyncio.run(run_listener(lis, audio))
+    check_turn_shape(events)
+    assert kinds(events).count("SpeechEnded") == 1  # the short silence is no VAD end
+    # word gaps and the inserted silence are scored as they come, and the real end once more
+    assert len(acoustic.calls) >= 2 and acoustic.calls[-1][1] > sentence.shape[0] / SR - 0.2
+    end = [e.audio_s for e in events if type(e).__name__ == "SpeechEnded"][0]
+    turn = [e for e in events if isinstance(e, EndOfTurn)][0]
+    assert turn.audio_s < end + 0.5 and turn.eou_probability >= 0.7705  # a stale score waits 2 s

@@ -136,8 +136,9 @@ class _Utterance:
     eou_cache: dict[str, float] = field(default_factory=dict)  # text -> EOU probability already scored
     eou_text: str = ""  # the newest text sent for scoring
     outbox: list[object] = field(default_factory=list)  # events held while an older utterance finishes
-    pause: int = 0  # counts the pauses (speech resumed after each): an acoustic score belongs to one
-    acoustic_pause: int = -1  # the pause whose acoustic score was asked for
+    # the acoustic score belongs to one silence run (the VAD's, confirmed as a speech end or not)
+    acoustic_run: int = 0  # counts the silence runs after which speech went on
+    acoustic_asked: bool = False  # the current run's score was asked for
 
 
 class Listener:
@@ -351,7 +352,6 @@ class Listener:
                 utterance.end = None
                 utterance.final_text = None
                 utterance.resumes += 1
-                utterance.pause += 1
             self._emit(utterance, event)
         elif self._current is not None:
             self._current.end = sample
@@ -528,19 +528,27 @@ class Listener:
 
     # -- acoustic end of turn -------------------------------------------------------------------
     def _score_acoustic(self) -> None:
-        """Score the current turn's audio once per pause, at `acoustic_after_s` of silence."""
+        """Score the current turn's audio once per silence run, at `acoustic_after_s` of silence."""
         utterance = self._current
         if (
             self._acoustic_scorer is None
             or self._endpointer.fusion is None
             or not self._endpointer.config.semantic
             or utterance is None
-            or utterance.acoustic_pause == utterance.pause
-            or self._acoustic_task is not None
             or self._ended
         ):
             return
         since = self._vad.silence_since_s
+        if self._vad.speaking and since is None:
+            # speech goes on (a short silence the VAD never called an end, or resumed speech): a score
+            # of that silence is stale, the next one is scored anew
+            if utterance.acoustic_asked:
+                utterance.acoustic_asked = False
+                utterance.acoustic_run += 1
+                self._endpointer.push_acoustic(None)
+            return
+        if utterance.acoustic_asked or self._acoustic_task is not None:
+            return
         if since is not None:
             silence_start = int(round(since * SAMPLE_RATE_HZ))
         elif utterance.end is not None:  # the VAD confirmed the end already: its padded end
@@ -549,16 +557,16 @@ class Listener:
             return
         if self._audio.end - silence_start < self._acoustic_after:
             return
-        utterance.acoustic_pause = utterance.pause
         samples = self._audio.slice(max(utterance.start, self._audio.end - _ACOUSTIC_WINDOW), self._audio.end)
         if samples.size == 0:
             return
+        utterance.acoustic_asked = True
         self._endpointer.await_acoustic()
         self._acoustic_task = asyncio.get_running_loop().create_task(
-            self._run_acoustic(utterance, utterance.pause, samples)
+            self._run_acoustic(utterance, utterance.acoustic_run, samples)
         )
 
-    async def _run_acoustic(self, utterance: _Utterance, pause: int, samples: np.ndarray) -> None:
+    async def _run_acoustic(self, utterance: _Utterance, run: int, samples: np.ndarray) -> None:
         try:
             probability = await self._acoustic_scorer(samples)  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - handed to the consumer
@@ -568,12 +576,12 @@ class Listener:
             self._queue.put_nowait(_END)
             return
         self._acoustic_task = None
-        if utterance is self._current and utterance.pause == pause and not self._ended:
+        if utterance is self._current and utterance.acoustic_run == run and not self._ended:
             self._endpointer.push_acoustic(probability)
             self._poll_endpointer()
             self._schedule()
         elif utterance is self._current and not self._ended:
-            self._score_acoustic()  # a newer pause waited for this call
+            self._score_acoustic()  # a newer silence waited for this call
 
     # -- semantic endpointing -------------------------------------------------------------------
     def _score(self, utterance: _Utterance, text: str) -> None:
