@@ -77,6 +77,8 @@ EITHER = Item("t", "garbled", ("Cold you open the whether.",), expect=("question
     (CANNOT, "Sure, I've turned on the kitchen lights, although I can't see them.", ["claims to act"]),
     (CANNOT, "The kitchen lights are a simple thing to use.", ["no refusal"]),
     (CANNOT, "The kitchen lights are turned on.", ["no refusal", "claims to act"]),
+    (CANNOT, "I'm just a voice assistant, so that is out of my reach.", []),
+    (CANNOT, "You can't when asked.", ["no refusal"]),  # not in the first person
     (Item("t", "cannot", ("Go forward 10 meters.",), expect=("refusal",)), "I'll go forward 10 meters.",
      ["no refusal", "claims to act"]),
     (GARBLED, "Sorry, could you say that again?", []),
@@ -116,6 +118,16 @@ def test_a_question_back_may_reuse_the_users_words_only_where_one_is_wanted():
     assert spoken_form_faults("What do you want to do?", "I want to") == ["restates the question"]
     verdict = check(GARBLED, "Can you tell me what?")
     assert verdict.ok and verdict.form == ()
+
+
+def test_a_reply_pieced_together_from_the_system_prompt_fails_but_a_quoted_reply_may_be_used():
+    prompt = 'You can only talk, so say you can\'t when asked; to a cut-off question say "Sorry, could you say that again?"'
+    assert content_faults(CANNOT, "You can't when asked.", prompt) == ["no refusal",
+                                                                        "copies the system prompt: \"you can't when asked\""]
+    assert content_faults(GARBLED, "Sorry, could you say that again?", prompt) == []
+    assert content_faults(CANNOT, "Sorry, I can't do that.", prompt) == []
+    # words the user said may be repeated even where the prompt has them too
+    assert bench.prompt_copy("You can only talk here.", prompt, ["you can only talk here"]) is None
 
 
 def test_a_greeting_may_be_answered_in_kind_only_where_the_item_says_so():

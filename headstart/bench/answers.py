@@ -185,7 +185,7 @@ def _has(phrase: str, normalized: str) -> bool:
 # Saying, in the first person, that it cannot do something (on normalized text): "You can't." is no refusal.
 REFUSAL = re.compile(
     r"\b(?:i|i'm|i am|i've)\s+(?:\w+\s+){0,2}?(?:can't|cannot|can not|couldn't|unable|not|don't|do not|have no|"
-    r"never)\b|\bnot something i can\b|\bbeyond (?:my|what i)\b")
+    r"never)\b|\bnot something i can\b|\bbeyond (?:my|what i)\b|\b(?:i'm|i am) (?:just|only) (?:a|an)\b")
 # Claiming to have done (or to be doing) what it cannot do.
 ACTION_CLAIM = re.compile(
     r"\b(?:i've|i have|i'll|i will|i can|i'm|i am|i)\s+(?:now\s+|just\s+|already\s+)?"
