@@ -62,10 +62,9 @@ class ASRConfig:
     device: str = "cpu"
     # Whisper's encoder over a shorter window than its 30 s (the audio + 2 s, at least this long, at
     # most 30 s; None: always 30 s). CTranslate2 accepts the shorter input; the encoder is most of a
-    # call's cost (measured here: 0.5 s instead of 1.3 s CPU per call, WER 6.8 % vs 7.3 % on the bench
-    # set). 8 s measured (09:00, 52 bench recordings, one pass each): WER 6.8 % vs 7.3 % at 12 s, 0.36
-    # vs 0.44 s CPU per call; at 6 s and 4 s tiny.en falls into repetition loops (WER 8.0 %, 10.9 %).
-    encoder_window_s: float | None = 8.0
+    # call's cost. 10 s: the streaming WER of 8, 10 and 12 s windows and where 8 s loops are in
+    # docs/listening.md (issue 20); shorter windows make tiny.en loop more
+    encoder_window_s: float | None = 10.0
     # final pass early: once the VAD has heard this much silence after speech (before it confirms the
     # end, VADConfig.min_silence_s), a pass starts if the ASR is free, so the pass that hears the
     # whole utterance is under way when the end is confirmed (None: off, final passes start at the end)

@@ -43,6 +43,18 @@ def asr() -> WhisperASR:
 
 
 @pytest.fixture(scope="module")
+def asr8() -> WhisperASR:
+    """tiny.en with an 8 s encoder window, where it loops on the clips of the loop tests (the default
+    window loops less: the filters are tested where the loops are)."""
+    from headstart.models import ModelNotPreparedError
+
+    try:
+        return WhisperASR.load(ASRConfig(encoder_window_s=8.0), cpu_threads=1)
+    except ModelNotPreparedError as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="module")
 def sentence() -> np.ndarray:
     path = SPEECH_DIR / "pocketsphinx_librivox" / "librivox-0880.wav"
     if not path.is_file():
@@ -161,7 +173,7 @@ def test_decoding_budget_grows_with_the_audio_and_stays_under_whispers_limit():
     assert max_new_tokens(16000 * 30) + 60 + 4 < 448
 
 
-def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr):
+def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr8):
     """0.2 s of a real "Press ..." prompt: tiny.en with the 8 s window loops on it ("Press Press
     Press ..."); the budget stops the loop and the cut-short segment is dropped."""
 
@@ -173,7 +185,7 @@ def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr):
     rec = next(r for r in recordings() if r.name == "vm-onefor-full")
     audio = read_wav(path)
     clip = audio[int((rec.speech_start_s - 0.1) * 16000) : int((rec.speech_start_s + 0.2) * 16000)]
-    result = asr.transcribe(clip)
+    result = asr8.transcribe(clip)
     assert "press press" not in result.text.lower()
     # issue 16: on an AVX-512 CPU the decoder stops after "Press Press(0 s)" instead of running to
     # the budget; a phrase copied with no audio of its own, where the model doubts it heard speech,
@@ -190,19 +202,19 @@ def _asterisk(name: str) -> np.ndarray:
     return read_wav(path)
 
 
-def test_a_pass_that_loops_inside_its_hypothesis_gives_each_word_once(asr):
+def test_a_pass_that_loops_inside_its_hypothesis_gives_each_word_once(asr8):
     """Issue 20 (2): tiny.en with the 8 s window on the first 1.1 s of cards_001 ("ten of clubs")
     wrote "10 of clubs. 10 of clubs. 10", the copy with zero-length words; it is cut where it begins."""
     path = SPEECH_DIR / "pocketsphinx_cards" / "cards_001.wav"
     if not path.is_file():
         pytest.skip(f"speech recording not found: {path}")
-    result = asr.transcribe(read_wav(path)[: int(1.1 * 16000)])
+    result = asr8.transcribe(read_wav(path)[: int(1.1 * 16000)])
     words = normalize(result.text)
     assert words and len(words) == len(set(words)), result
     assert wer("ten of clubs", result.text) <= 0.34, result
 
 
-def test_a_long_pass_that_loops_at_its_end_keeps_the_words_before_the_loop(asr):
+def test_a_long_pass_that_loops_at_its_end_keeps_the_words_before_the_loop(asr8):
     """Issue 20 (3): a long utterance's pass (trimmed buffer, committed text as the prompt) whose
     last segment loops was dropped whole as "repetition", real words with it; only the loop goes.
     Ten Asterisk prompts joined by 0.1 s of zeros; tiny.en (8 s window) loops on the pass that
@@ -218,7 +230,7 @@ def test_a_long_pass_that_loops_at_its_end_keeps_the_words_before_the_loop(asr):
     audio = np.concatenate(parts)
     prompt = ("That Agent is already logged on. Please enter your agent number followed by the pound key. "
               "All circuits are busy now. Call forward on busy. That conference is full.")
-    result = asr.transcribe(audio[int(10.82 * 16000) : int(19.6 * 16000)], 10.82, prompt=prompt)
+    result = asr8.transcribe(audio[int(10.82 * 16000) : int(19.6 * 16000)], 10.82, prompt=prompt)
     heard = ("has left the conference. this conference is locked. the conference is now being recorded. "
              "you will now be placed into the conference.")
     assert wer(heard, result.text) <= 0.15, result
