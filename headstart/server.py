@@ -233,7 +233,8 @@ def _bound_send_buffer(ws, num_bytes: int | None) -> None:
     a slow consumer's backlog, which it must read before it can see its close frame, stays small."""
     import socket
 
-    sock = ws.transport.get_extra_info("socket") if num_bytes else None
+    transport = getattr(ws, "transport", None)  # None: an in-memory connection (bench conversation --simulate)
+    sock = transport.get_extra_info("socket") if num_bytes and transport is not None else None
     if sock is not None:
         with contextlib.suppress(OSError):
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, num_bytes)
@@ -407,7 +408,8 @@ class _Connection:
             llm=self.server.components.llm_info(),
         ))
         self.writer = asyncio.create_task(self._write(), name="server-writer")
-        self.watchdog = asyncio.create_task(self._watch_send_lag(), name="server-send-lag")
+        if callable(getattr(self.ws, "ping", None)):  # a network connection (not an in-memory one)
+            self.watchdog = asyncio.create_task(self._watch_send_lag(), name="server-send-lag")
 
     async def _write(self) -> None:
         from websockets.exceptions import ConnectionClosed
