@@ -343,3 +343,16 @@ def test_real_recording_through_the_listener(asr):
         assert later.committed.startswith(earlier.committed)
     assert len(finals) == 1 and _wer(rec.text, finals[0].text) <= 0.05, finals[0].text
     assert sum(isinstance(e, EndOfTurn) for e in events) == 1
+
+
+def test_prepare_refuses_files_that_do_not_convert(tmp_path):
+    from headstart import models
+
+    preset = models.PRESETS["moonshine-base"]
+    folder = tmp_path / "moonshine-base.staging"
+    folder.mkdir()
+    for name in preset.files:
+        (folder / name).write_bytes(b"not a model")
+    with pytest.raises(models.ModelError, match="converting decoder_model_merged.ort failed: .*not an ORT-format"):
+        models._convert_ort(preset, folder, log=lambda _msg: None)
+    assert not folder.exists()  # nothing half-converted is left to be taken for a model
