@@ -28,7 +28,7 @@ def main(argv: list[str]) -> int:
     if args.acoustic_model:
         parser.error("pass --fusion-model, not --acoustic-model: the first run is without it")
     out = {}
-    for name, model in (("today", None), ("fusion", args.fusion_model)):
+    for name, model in (("today", "none"), ("fusion", args.fusion_model)):
         run_args = argparse.Namespace(**{**vars(args), "acoustic_model": model, "json": False})
         print(f"== {name} ==", flush=True)
         out[name] = bench_asr.run(run_args, log=lambda *a, **k: print(*a, **k, flush=True))

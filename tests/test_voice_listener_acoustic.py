@@ -20,7 +20,7 @@ from tests.test_voice_listener_eou import split_at_middle
 
 THRESHOLDS = {"eou_low": 0.805, "eou_high": 0.825}  # the trained qwen head's own pair
 FUSION = EndpointConfig(acoustic_model="smart-turn-v3.2", **THRESHOLDS)
-TODAY = EndpointConfig(**THRESHOLDS)
+TODAY = EndpointConfig(acoustic_model=None, **THRESHOLDS)
 
 
 @pytest.fixture(scope="module")

@@ -112,7 +112,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "config: EndpointConfig's defaults")
     parser.add_argument("--acoustic-model", default=None,
                         help="acoustic end of turn fused with the text head (EndpointConfig.acoustic_model, e.g. "
-                             "smart-turn-v3.2; headstart/voice/turn_fusion.py); default: off, today's endpointer")
+                             "smart-turn-v3.2; headstart/voice/turn_fusion.py); default: the session's; "
+                             "'none': the text head alone")
     parser.add_argument("--no-streaming", action="store_true",
                         help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
@@ -509,12 +510,14 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     if thresholds is not None and getattr(args, "eou_thresholds", "head") == "head":
         endpoint = replace(endpoint, eou_low=thresholds[0], eou_high=thresholds[1])
     acoustic = None
-    if getattr(args, "acoustic_model", None):
+    acoustic_name = getattr(args, "acoustic_model", None) or EndpointConfig().acoustic_model
+    acoustic_name = None if acoustic_name in (None, "none") or not endpoint.semantic else acoustic_name
+    endpoint = replace(endpoint, acoustic_model=acoustic_name)
+    if acoustic_name:
         from headstart.voice.smart_turn import SmartTurn
 
-        acoustic = SmartTurn.load(args.acoustic_model, threads=1)
+        acoustic = SmartTurn.load(acoustic_name, threads=1)
         acoustic.completion_probability(np.zeros(SR, np.float32))  # the first call pays set-up costs
-        endpoint = replace(endpoint, acoustic_model=args.acoustic_model)
     config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=endpoint)
     noise_rng = np.random.default_rng(args.seed)
     timing = getattr(args, "timing", "wall")
@@ -587,7 +590,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "false_cutoff_zero": f"{cutoffs['zero'][0]}/{cutoffs['zero'][1]}",
         "rtf": r(asr_compute / audio_s) if audio_s else None,
         "eou_call_p50_s": r(_percentile(eou_costs, 50)),
-        "acoustic_model": getattr(args, "acoustic_model", None),
+        "acoustic_model": acoustic_name,
         "acoustic_call_p50_s": r(_percentile(acoustic_costs, 50)),
         # where the end-of-turn delay goes (complete recordings, p50 seconds after the true speech end)
         "stages_p50_s": {k: r(_percentile(v, 50)) for k, v in stages.items()},
