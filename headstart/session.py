@@ -73,6 +73,7 @@ from headstart.reply import (
     heard_text,
 )
 from headstart.timeline import AudioClockMap, TurnTimeline
+from headstart.voice.turn_fusion import ending
 from headstart.turntaking import (
     FILLER_WORDS,
     Action,
@@ -102,8 +103,9 @@ _FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionCon
 _reply_ids = itertools.count(1)
 # Continuations (the listening issue): speech that starts within CONTINUATION_GAP_S of a turn's end and
 # cuts that turn's reply off with at most CONTINUATION_MAX_HEARD_S of it played continues the same user
-# message (the turn had ended inside a pause): the texts are joined, the reply is generated on the whole
-# and the history holds one user turn
+# message when that message did not end a sentence (the recogniser wrote a trailing-off mark or no
+# sentence end: the turn had ended inside a pause): the texts are joined, the reply is generated on the
+# whole and the history holds one user turn. After a finished sentence it is a new turn (a barge-in).
 CONTINUATION_GAP_S = 2.0
 CONTINUATION_MAX_HEARD_S = 1.0
 
@@ -771,7 +773,7 @@ class Session:
             return None
         for index in range(len(self.history) - 1, -1, -1):
             if self.history[index]["role"] == "user":
-                return index
+                return None if ending(self.history[index]["content"]) == "terminal" else index
             if self.history[index]["role"] != "assistant":
                 return None
         return None

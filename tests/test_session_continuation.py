@@ -31,7 +31,7 @@ def utterance(session, clock, start_s: float, text: str, seconds: float = 1.0) -
     session._on_listener_event(EndOfTurn(start_s + seconds + 0.3, 0.9))
 
 
-def run(monkeypatch, gap_s: float, audio_after_s: float | None = None):
+def run(monkeypatch, gap_s: float, audio_after_s: float | None = None, first: str = FIRST):
     """The two utterances `gap_s` apart (from the first's end of turn); the first reply's audio starts
     playing `audio_after_s` after that end of turn (None: it never does). Returns (history,
     ReplyStarted texts, turn extras)."""
@@ -45,8 +45,8 @@ def run(monkeypatch, gap_s: float, audio_after_s: float | None = None):
     async def main():
         clock = FakeClock()
         session = Session(components, clock=clock, eou_scorer=None, realtime_playback=True, echo=False)
-        utterance(session, clock, 0.1, FIRST)
-        first = session._reply
+        utterance(session, clock, 0.1, first)
+        first_reply = session._reply
         if audio_after_s is not None:
             clock.advance(audio_after_s)
             session.turns.audio_sent(5.0)  # the reply's audio starts playing now
@@ -58,7 +58,7 @@ def run(monkeypatch, gap_s: float, audio_after_s: float | None = None):
             event = getattr(event, "event", event)
             if type(event).__name__ == "ReplyStarted":
                 started.append(event.transcript)
-        extras = [first.turn.extra, session._reply.turn.extra]
+        extras = [first_reply.turn.extra, session._reply.turn.extra]
         history = list(session.history)
         await session.aclose()
         return history, started, extras
@@ -95,3 +95,10 @@ def test_a_reply_heard_for_longer_is_interrupted_not_continued(monkeypatch):
     assert extras[0]["played_s"] > 1.0
     assert [m["content"] for m in history if m["role"] == "user"] == [FIRST, SECOND]
     assert started[-1] == SECOND and "continues" not in extras[1]
+
+
+def test_after_a_finished_sentence_the_new_words_are_a_new_turn(monkeypatch):
+    """A barge-in right after a complete question is a new message, however soon it comes."""
+    history, started, extras = run(monkeypatch, gap_s=0.5, first="Go forward 10 meters.")
+    assert [m["content"] for m in history if m["role"] == "user"] == ["Go forward 10 meters.", SECOND]
+    assert started == ["Go forward 10 meters.", SECOND] and "continues" not in extras[1]
