@@ -246,8 +246,8 @@ def spoken_form_faults(answer: str, question: str, asks_back: bool = False, echo
     """What makes `answer` (a reply to the user's `question`) unfit to be read aloud: "N sentences"
     (more than two), "list", "markdown", "code", "emoji", "restates the question" (no content word
     beyond the question's own). `asks_back`: the item wants a question back, and a reply that asks
-    one may reuse the user's words; `echo_ok`: any reply may (a greeting answered in kind). Empty list: fine. An empty answer has no form faults (content
-    scoring fails it)."""
+    one may reuse the user's words; `echo_ok`: any reply may (a greeting answered in kind). Empty
+    list: fine. An empty answer has no form faults (content scoring fails it)."""
     faults = []
     if not answer.strip():
         return faults
@@ -425,13 +425,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"soft token budget (an int or 'none'); repeat for several (default "
                              f"{LLMConfig().soft_max_tokens}, LLMConfig.soft_max_tokens)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens, help="hard token limit")
-    parser.add_argument("--kinds", default=",".join(KINDS), help=f"comma-separated kinds (default all: {','.join(KINDS)})")
+    parser.add_argument("--kinds", default=",".join(KINDS),
+                        help=f"comma-separated kinds (default all: {','.join(KINDS)})")
     parser.add_argument("--limit", type=int, default=None, help="at most this many items per kind")
     parser.add_argument("--items", default=None, help="answers data file (default: the packaged answers.json)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    parser.add_argument("--dtype", default="float32", help="model dtype (default float32, with --quantize int8)")
-    parser.add_argument("--quantize", choices=["auto", "int8", "none"], default="int8",
-                        help="dynamic int8 Linear layers (default int8; needs float32)")
+    parser.add_argument("--dtype", default=LLMConfig().dtype,
+                        help="model dtype (default LLMConfig.dtype: 'auto', float32 on CPU)")
+    parser.add_argument("--quantize", choices=["auto", "int8", "none"], default=LLMConfig().quantize,
+                        help="the int8 layers (default LLMConfig.quantize: 'auto', int8 where the model runs in "
+                             "float32 on CPU)")
     parser.add_argument("--speculative", choices=["none", "prompt_lookup"], default=LLMConfig().speculative,
                         help="the session's exact speculative decoder (the text is plain greedy's either way)")
     parser.add_argument("--all-answers", action="store_true", help="print every answer, not only the failures")
