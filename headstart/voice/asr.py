@@ -4,8 +4,10 @@ The call materialises faster-whisper's lazy segment generator itself, so it can 
 executor. It transcribes with word timestamps, greedy or beam search from `ASRConfig`, no temperature
 fallback, no previous-text conditioning and no built-in VAD (speech is gated upstream), then drops
 segments that are not speech: Whisper's own no-speech rule (no_speech_prob above the threshold *and*
-a low average log-probability), repetition loops (high compression ratio), and the phrases Whisper is
-known to invent from silence and noise ("Thanks for watching!", "Subtitles by ...", a lone "you").
+a low average log-probability) and the phrases Whisper is known to invent from silence and noise
+("Thanks for watching!", "Subtitles by ...", a lone "you"). A repetition loop (zero-length words,
+times going back, a high compression ratio, the decoding budget reached) is cut where it begins and
+only the loop is dropped (`_keep_words`).
 """
 
 from __future__ import annotations
@@ -159,8 +161,10 @@ def _keep_words(
     cut, phrase = find_loop([w for _, seg_words, _ in candidates for w in seg_words])
     words: list[Word] = []
     kept_logprobs: list[float] = []
+    seen = 0  # words of the hypothesis before this segment
     for index, (segment, seg_words, looping) in enumerate(candidates):
-        keep = max(min(cut - len(words), len(seg_words)), 0)
+        keep = max(min(cut - seen, len(seg_words)), 0)
+        seen += len(seg_words)
         if looping and keep == len(seg_words):  # judged a loop, but its times do not show where
             keep, phrase = _repeated_tail(seg_words) or (0, 0)
         loop_found = keep < len(seg_words)
