@@ -40,7 +40,9 @@ def _models(args: argparse.Namespace) -> int:
     try:
         for name in args.names:
             if args.action == "prepare":
-                models.prepare(name, force=args.force)
+                from headstart.model_checks import check_prepared
+
+                models.prepare(name, force=args.force, check=check_prepared)
             else:
                 print(models.resolve_model(name))
     except models.ModelError as exc:

@@ -54,7 +54,7 @@ class Preset:
         kind: how the files become a model: "files" (copied as they are), "gguf" (parts joined into one
             GGUF, then converted to bf16 safetensors), "builtin" (shipped inside an installed package or
             the system; nothing to prepare), "ort-int8" (ORT-format files converted to int8-MatMul
-            ONNX, then checked on packaged recordings: headstart/voice/ort_convert.py).
+            ONNX, then checked on packaged recordings: headstart/ort_convert.py).
         files: output file name -> the parts joined in order to make it.
         sha256: output file name -> expected sha256 of that file (checked at prepare).
         entry: the file inside the prepared folder that loaders take ("" = the folder itself).
@@ -475,16 +475,16 @@ def _convert_gguf(gguf: Path, out: Path, log: Callable[[str], None]) -> list[Pat
     return [p for p in out.rglob("*") if p.is_file()]
 
 
-def _convert_ort(preset: Preset, folder: Path, log: Callable[[str], None]) -> list[Path]:
-    """Each `.ort` file in `folder` becomes an int8-MatMul `.onnx` (headstart/voice/ort_convert.py;
+def _convert_ort(preset: Preset, folder: Path, log: Callable[[str], None],
+                 check: Callable[[str, Path], str | None] | None) -> list[Path]:
+    """Each `.ort` file in `folder` becomes an int8-MatMul `.onnx` (headstart/ort_convert.py;
     the `.ort` is removed), then the model must transcribe three packaged recordings
-    (`headstart.voice.moonshine.check_transcripts`: corpus WER at most 10 %).
+    when `check` is given (`headstart.model_checks.check_transcripts`: corpus WER at most 10 %).
 
     Raises:
         ModelError: the conversion failed, or the converted model mistranscribes the check recordings.
     """
-    from headstart.voice.moonshine import check_transcripts
-    from headstart.voice.ort_convert import OrtConvertError, convert_ort_model
+    from headstart.ort_convert import OrtConvertError, convert_ort_model
 
     ort_files = sorted(f for f in preset.files if f.endswith(".ort"))
     for i, name in enumerate(ort_files, 1):
@@ -495,8 +495,10 @@ def _convert_ort(preset: Preset, folder: Path, log: Callable[[str], None]) -> li
             shutil.rmtree(folder, ignore_errors=True)
             raise ModelError(f"{preset.name}: converting {name} failed: {exc}") from exc
         (folder / name).unlink()
+    if check is None:
+        return [p for p in folder.iterdir() if p.is_file()]
     log(f"{preset.name}: checking the converted model on packaged recordings ...")
-    problem = check_transcripts(folder)
+    problem = check(preset.name, folder)
     if problem:
         shutil.rmtree(folder, ignore_errors=True)
         raise ModelError(f"{preset.name}: the converted model fails its check ({problem}); not used")
@@ -516,13 +518,17 @@ def _pin_tokenizer_flags(folder: Path, tokenizer) -> None:
     path.write_text(json.dumps(data, indent=2, ensure_ascii=False))
 
 
-def prepare(name: str, *, log: Callable[[str], None] | None = None, force: bool = False) -> Path:
+def prepare(name: str, *, log: Callable[[str], None] | None = None, force: bool = False,
+            check: Callable[[str, Path], str | None] | None = None) -> Path:
     """Make a model ready to load; a no-op when it already is (files verified by sha256).
 
     Args:
         name: a preset name or a hub id.
         log: where progress lines go (default: stderr).
         force: prepare again even if the prepared files check out.
+        check: for a converted model (ort-int8), `check(name, folder)` runs it and returns what is
+            wrong or None (`headstart.model_checks.check_prepared`, which the CLI passes; this shared
+            module imports no pipeline stage).
 
     Returns:
         What `resolve_model(name)` returns afterwards.
@@ -572,7 +578,7 @@ def prepare(name: str, *, log: Callable[[str], None] | None = None, force: bool 
     if preset.kind == "gguf":
         files = _convert_gguf(staging / "model.gguf", staging, log)
     elif preset.kind == "ort-int8":
-        files = _convert_ort(preset, staging, log)
+        files = _convert_ort(preset, staging, log, check)
     else:
         files = [staging / f for f in preset.files]
     _write_manifest(staging, files)

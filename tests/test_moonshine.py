@@ -107,7 +107,7 @@ def _run(path: Path, x: np.ndarray) -> list[np.ndarray]:
 def test_ort_file_is_rebuilt_folded_and_quantised(tmp_path):
     import onnx
 
-    from headstart.voice.ort_convert import convert_ort_model, fold_dequantize_chains, read_ort_model
+    from headstart.ort_convert import convert_ort_model, fold_dequantize_chains, read_ort_model
 
     onnx_path, ort_path, x = _tiny_ort_model(tmp_path)
     expected = _run(onnx_path, x)
@@ -133,7 +133,7 @@ def test_ort_file_is_rebuilt_folded_and_quantised(tmp_path):
 
 
 def test_a_file_that_is_not_ort_format_is_a_clear_error(tmp_path):
-    from headstart.voice.ort_convert import OrtConvertError, read_ort_model
+    from headstart.ort_convert import OrtConvertError, read_ort_model
 
     onnx_path, _ort_path, _x = _tiny_ort_model(tmp_path)
     with pytest.raises(OrtConvertError, match="not an ORT-format model"):
@@ -297,10 +297,13 @@ def test_load_asr_picks_the_engine_from_the_folder(model_dir, tmp_path):
 
 
 def test_prepare_check_passes_on_the_converted_model_and_fails_on_a_broken_one(model_dir, tmp_path):
-    assert moonshine.check_transcripts(model_dir) is None
+    from headstart.model_checks import check_prepared, check_transcripts
+
+    assert check_prepared("moonshine-base", model_dir) is None and check_prepared("piper-joe", tmp_path) is None
+    assert check_transcripts(model_dir) is None
     for name in (moonshine.ENCODER_FILE, moonshine.DECODER_FILE, moonshine.TOKENIZER_FILE):
         (tmp_path / name).write_bytes((model_dir / name).read_bytes() if name != moonshine.ENCODER_FILE else b"junk")
-    assert "does not load" in moonshine.check_transcripts(tmp_path)
+    assert "does not load" in check_transcripts(tmp_path)
 
 
 @pytest.mark.slow

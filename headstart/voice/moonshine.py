@@ -1,7 +1,7 @@
 """Moonshine base (English) with onnxruntime: one blocking call turns an utterance's audio into words.
 
 The model folder is what `headstart models prepare moonshine-base` makes (headstart/models.py,
-headstart/voice/ort_convert.py): `encoder_model.onnx` (raw 16 kHz audio (1, num_samples) ->
+headstart/ort_convert.py): `encoder_model.onnx` (raw 16 kHz audio (1, num_samples) ->
 `last_hidden_state` (1, frames, 416)), `decoder_model_merged.onnx` (one token at a time, with its
 self-attention KV cache and the cross-attention KV cache computed at the first step) and
 `tokenizer.bin` (the vocabulary: 32,000 entries, each a length byte and that many UTF-8 bytes,
@@ -334,32 +334,3 @@ class MoonshineASR:
             Word(text, offset_s + float(edges[i]), offset_s + float(edges[i + 1]), probability)
             for i, (text, probability) in enumerate(pieces)
         ]
-
-
-# `headstart models prepare` checks a converted model on these packaged recordings (clear speech, 3-5 s)
-CHECK_RECORDINGS = ("goforward", "librivox-0880", "ss-noservice")
-CHECK_MAX_WER = 0.1  # Moonshine base: 1 error in 27 words ("metres" for "meters"); a broken model: most
-
-
-def check_transcripts(model_path: str | Path) -> str | None:
-    """Transcribe `CHECK_RECORDINGS` with the model in `model_path` (one thread) and compare them with
-    their reference texts.
-
-    Returns:
-        None when the corpus WER is at most `CHECK_MAX_WER`, else what went wrong (the transcripts).
-    """
-    from headstart.bench.data import recording
-    from headstart.bench.wer import corpus_word_error_rate
-
-    try:
-        asr = MoonshineASR(model_path, ASRConfig(), cpu_threads=1)
-    except Exception as exc:  # noqa: BLE001 - any load failure means the converted files are unusable
-        return f"the model does not load: {type(exc).__name__}: {exc}"
-    pairs = []
-    for name in CHECK_RECORDINGS:
-        rec = recording(name)
-        pairs.append((rec.text, asr.transcribe(rec.read()).text))
-    wer = corpus_word_error_rate(pairs)
-    if wer > CHECK_MAX_WER:
-        return f"WER {wer:.1%} > {CHECK_MAX_WER:.0%} on {', '.join(CHECK_RECORDINGS)}: {[p[1] for p in pairs]}"
-    return None
