@@ -476,7 +476,7 @@ def _convert_gguf(gguf: Path, out: Path, log: Callable[[str], None]) -> list[Pat
 
 
 def _convert_ort(preset: Preset, folder: Path, log: Callable[[str], None],
-                 check: Callable[[str, Path], str | None] | None) -> list[Path]:
+                 check: Callable[[str, Path], str | None] | None = None) -> list[Path]:
     """Each `.ort` file in `folder` becomes an int8-MatMul `.onnx` (headstart/ort_convert.py;
     the `.ort` is removed), then the model must transcribe three packaged recordings
     when `check` is given (`headstart.model_checks.check_transcripts`: corpus WER at most 10 %).
