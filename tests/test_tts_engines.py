@@ -102,8 +102,10 @@ def test_hibari_whisper_hears_it():
     import jiwer
 
     heard = " ".join(s.text for s in segments)
-    wer = jiwer.wer(_plain(text), _plain(heard))
-    assert wer <= 0.15, heard
+    # character errors with the spaces taken out: "riverbank" and "river bank" are the same words heard
+    # (whisper writes one or the other depending on the CPU's kernels); a garbled word still counts
+    cer = jiwer.cer(_plain(text).replace(" ", ""), _plain(heard).replace(" ", ""))
+    assert cer <= 0.05, heard
 
 
 def _plain(text: str) -> str:
