@@ -77,7 +77,9 @@ def heard_text(chunks: list[tuple[str, float]], played_s: float) -> str:
     out: list[str] = []
     start = 0.0
     for text, duration_s in chunks:
-        if played_s >= start + duration_s - 1e-6:
+        # a chunk with no audio yet (still synthesising when the reply stopped) was heard only if the
+        # playback went past where it starts; one that made no audio at all ("...") is passed over
+        if played_s >= start + duration_s - 1e-6 and (duration_s > 0 or played_s > start):
             out.append(text.strip())
             start += duration_s
             continue

@@ -260,6 +260,9 @@ def test_content_words_and_echo_text():
 def test_heard_text_cuts_at_the_playback_position():
     chunks = [("It is three o'clock.", 1.0), ("Have a nice day, my friend.", 2.0)]
     assert heard_text(chunks, 0.0) == ""
+    # the first chunk handed to the synthesiser, no audio of it sent yet: nothing was heard
+    assert heard_text([("I'm here to help.", 0.0)], 0.0) == ""
+    assert heard_text([("Sure.", 0.5), ("...", 0.0), ("Go.", 0.5)], 1.0) == "Sure. ... Go."
     assert heard_text(chunks, 0.5) == "It is"
     assert heard_text(chunks, 1.0) == "It is three o'clock."
     assert heard_text(chunks, 2.0) == "It is three o'clock. Have a nice"
