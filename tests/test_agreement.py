@@ -197,3 +197,27 @@ def test_a_repetition_loop_inside_a_hypothesis_is_cut_where_it_begins():
     that = hyp("i think that") + [Word(" that", 0.9, 0.9)] + hyp("is right", 1.0)
     assert drop_loop_tail(that) == tuple(that)
     assert loop_start(cards) == 3 and loop_start(real) == len(real)
+
+
+def test_new_speech_that_repeats_the_committed_tail_is_not_taken_for_it():
+    """Issue 20 (3), ten prompts joined: "... placed into the conference." committed, then the next
+    prompt "The conference will begin" 0.48 s later; the n-gram de-duplication took its "The
+    conference" for the committed "the conference." and the final lost them."""
+    placed = [Word(" placed", 17.66, 18.0), Word(" into", 18.0, 18.28), Word(" the", 18.28, 18.56),
+              Word(" conference.", 18.56, 18.92)]
+    la = LocalAgreement(n=2)
+    la.push(placed)
+    la.push(placed + [Word(" The", 19.4, 19.56)])
+    assert la.committed_text == "placed into the conference."
+    # the passes now start elsewhere (a rewritten first word): the committed words are found by time
+    later = [Word(" Paced", 17.66, 18.0), Word(" into", 18.0, 18.28), Word(" the", 18.28, 18.58),
+             Word(" conference.", 18.58, 18.94), Word(" The", 19.4, 19.62), Word(" conference", 19.62, 19.8)]
+    la.push(later + [Word(" will...", 19.8, 19.96)])
+    la.push(later + [Word(" will", 19.86, 20.08), Word(" begin.", 20.08, 20.36)])
+    la.flush()
+    assert la.committed_text == "placed into the conference. The conference will begin."
+    # a re-transcription of the committed tail right where it ended is still dropped
+    la = LocalAgreement(n=1)
+    la.push(placed)
+    la.push([Word(" conference.", 18.93, 19.1), Word(" Next", 19.2, 19.5)])
+    assert la.committed_text == "placed into the conference. Next" or la.pending_text == "Next"

@@ -21,6 +21,10 @@ from headstart.voice.words import Word, join_words
 # there (measured, dhd_2934z: "29340 0." then " 29340", " 0.", " 293" all at 1.716-1.716 s), and one
 # decoded over audio it already transcribed gets times that go back
 _ZERO_LENGTH_S = 1e-3
+# how far apart (end times) one word may be in two passes and still be taken for the same word
+_ANCHOR_S = 0.3
+# how soon after the committed words a repeat of their tail must start to be taken for them
+_REPEAT_WINDOW_S = 0.3
 # the longest repeated phrase looked for, in words ("Press 1 to enter a number." is 6)
 _MAX_LOOP_PERIOD_WORDS = 8
 
@@ -100,10 +104,12 @@ class LocalAgreement:
     the words already committed are found in it as follows:
       1. if the hypothesis starts with all committed words (compared without case or punctuation),
          the rest is new;
-      2. otherwise (the recogniser rewrote earlier words, or the audio was trimmed), words that start
-         before the last committed word ended (minus `overlap_tolerance_s`) are dropped, and then the
-         longest run of at most `max_overlap_words` words that repeats the committed tail
-         (whisper_streaming's n-gram de-duplication).
+      2. otherwise (the recogniser rewrote earlier words, or the audio was trimmed), the last
+         committed word found again (same word, ending within `_ANCHOR_S` of it) ends what is known;
+         failing that, words that start before the last committed word ended (minus
+         `overlap_tolerance_s`) are dropped, and then the longest run of at most `max_overlap_words`
+         words that repeats the committed tail where it ended (whisper_streaming's n-gram
+         de-duplication).
 
     Args:
         n: how many consecutive hypotheses must agree (n >= 1; n=2 in the paper).
@@ -189,8 +195,19 @@ class LocalAgreement:
         k = len(committed)
         if len(hypothesis) >= k and all(h.key == c.key for h, c in zip(hypothesis, committed)):
             return hypothesis[k:]
+        # the last committed word heard again (its key, ending within _ANCHOR_S of it): what
+        # follows it is new; word times jitter between passes by more than the tolerance below
+        last = committed[-1]
+        anchors = [i for i, w in enumerate(hypothesis) if w.key == last.key and abs(w.end_s - last.end_s) <= _ANCHOR_S]
+        if anchors and last.key:
+            return hypothesis[min(anchors, key=lambda i: abs(hypothesis[i].end_s - last.end_s)) + 1 :]
         cutoff = committed[-1].end_s - self.overlap_tolerance_s
         rest = [w for w in hypothesis if w.start_s > cutoff]
+        # a repeat of the committed tail is a re-transcription only where it starts as the committed
+        # words end; later it is new speech that happens to repeat them ("... into the conference.
+        # The conference will begin", 0.48 s after it)
+        if not rest or rest[0].start_s > committed[-1].end_s + _REPEAT_WINDOW_S:
+            return rest
         for size in range(min(self.max_overlap_words, len(committed), len(rest)), 0, -1):
             if [w.key for w in rest[:size]] == [w.key for w in committed[-size:]]:
                 return rest[size:]
