@@ -275,6 +275,11 @@ class WhisperASR:
             return Transcription((), "", 1.0, 0.0, audio_s)
         started = time.perf_counter()
         segments = self._run(samples, prompt)
+        if prompt and not segments:
+            # tiny.en may end at once after some prompts (a long utterance's committed text "to
+            # decrease your speaking volume ... to increase your speaking volume ..." gave no segment
+            # for 6.8-8 s of speech, and the listener ended the turn as wordless): the audio without it
+            segments = self._run(samples)
         compute_s = time.perf_counter() - started
         budget = max_new_tokens(samples.shape[0])
         # the decoder ran out of its budget: the last segment is a repetition loop cut short
