@@ -122,9 +122,9 @@ class EndpointConfig:
     # model (preset "smart-turn-v3.2" or an .onnx file) hears the turn's audio once per pause, at
     # `acoustic_after_s` of silence (it is only trustworthy then), and the endpointer decides from that,
     # the text head's probability and the recogniser's trailing-off marks together
-    # (on by default: better than the text head alone on end-of-turn delay and false cut-offs in the
-    # same `headstart bench asr` run, docs/listening.md)
-    acoustic_model: str | None = "smart-turn-v3.2"
+    # (off by default: at the current ASR settings it ends complete turns sooner but cuts more pauses
+    # than the text head alone in the same `headstart bench asr` run, docs/listening.md)
+    acoustic_model: str | None = None
     acoustic_after_s: float = 0.2
 
 
