@@ -97,7 +97,7 @@ def main() -> int:
         rows = collect(args)
         if args.out:
             json.dump(rows, open(args.out, "w"), indent=1)
-    from headstart.voice.turn_fusion import evaluate, fit
+    from headstart.bench.turn_fusion_fit import evaluate, fit
 
     train = [r for r in rows if r["split"] == "train"]
     test = [r for r in rows if r["split"] == "test"]

@@ -10,7 +10,8 @@ import pytest
 from headstart.config import EndpointConfig
 from headstart.events import SpeechEnded, SpeechStarted
 from headstart.voice.endpoint import Endpointer
-from headstart.voice.turn_fusion import FITTED, FusionWeights, ending, evaluate, fit
+from headstart.bench.turn_fusion_fit import evaluate, fit
+from headstart.voice.turn_fusion import FITTED, FusionWeights, ending
 
 FUSION = EndpointConfig(acoustic_model="smart-turn-v3.2", eou_low=0.805, eou_high=0.825)
 TODAY = EndpointConfig(acoustic_model=None, eou_low=0.805, eou_high=0.825)  # the text head alone

@@ -19,10 +19,8 @@ complete turns and the same cut mid-sentence, split by recording); `evaluate` re
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 
-import numpy as np
 
 _TRAILING_MARKS = ("...", "…", "-", "—", "–", ",", ";", ":")
 _SENTENCE_END = (".", "?", "!")
@@ -102,65 +100,7 @@ class FusionWeights:
         return asdict(self)
 
 
-def features(rows: Sequence[Mapping], after: str = "0.2") -> tuple[np.ndarray, np.ndarray]:
-    """(x float64 (n, 4), y int (n,)) from rows with p_text, p_acoustic[after], text and label (1: complete)."""
-    x, y = [], []
-    for r in rows:
-        mark = ending(r["text"])
-        x.append([_logit(r["p_text"]), _logit(r["p_acoustic"][after]), float(mark == "trailing"), float(mark == "none")])
-        y.append(int(r["label"]))
-    return np.asarray(x, np.float64), np.asarray(y, int)
-
-
-def fit(rows: Sequence[Mapping], *, after: str = "0.2", l2: float = 0.05, max_cutoff: float = 0.02) -> FusionWeights:
-    """Fit the weights (class-balanced L2 logistic regression, headstart/llm/eou_head.py `fit_logistic`)
-    and the thresholds (`calibrate_thresholds` of the same module: the least mean silence on complete
-    rows with an expected cut-off rate <= `max_cutoff` on the others) on `rows` (see `features`).
-
-    Raises:
-        ValueError: rows of one class only.
-    """
-    from headstart.llm.eou_head import calibrate_thresholds, fit_logistic
-
-    x, y = features(rows, after)
-    if y.min() == y.max():
-        raise ValueError("fit needs complete and cut rows")
-    mean, scale, w, b = fit_logistic(x, y.astype(np.float64), l2)
-    raw = w.astype(np.float64) / scale
-    bias = float(b - np.sum(raw * mean))
-    unscaled = FusionWeights(*map(float, raw), bias, 0.5, 1.0)
-    p = np.array([unscaled.probability(r["p_text"], r["p_acoustic"][after], r["text"]) for r in rows])
-    pair = calibrate_thresholds(p[y == 1], p[y == 0], max_cutoff=max_cutoff)
-    info = {"rows": len(rows), "complete": int(y.sum()), "cut": int((1 - y).sum()), "l2": l2, "after_s": float(after),
-            "max_cutoff": max_cutoff, "mean_silence_complete_s": pair["mean_silence_complete_s"],
-            "expected_cutoff": pair["expected_cutoff"]}
-    return FusionWeights(*map(lambda v: round(float(v), 4), raw), round(bias, 4), pair["eou_low"], pair["eou_high"], info)
-
-
-def evaluate(weights: FusionWeights, rows: Sequence[Mapping], *, after: str = "0.2",
-             text_thresholds: tuple[float, float] = (0.805, 0.825)) -> dict:
-    """Figures of the fusion on `rows`, beside the text head alone with `text_thresholds` (the trained
-    qwen2.5-coder-0.5b head's own pair): AUCs, mean silence waited on complete rows, expected cut-off rate
-    on the cut rows (pauses uniform in 0.6-1.5 s), and how many of each end at once (`min_silence_s`)."""
-    from headstart.llm.eou_head import auc, expected_cutoff, silence_for
-
-    _, y = features(rows, after)
-    fused = np.array([weights.probability(r["p_text"], r["p_acoustic"][after], r["text"]) for r in rows])
-    text = np.array([r["p_text"] for r in rows])
-    acoustic = np.array([r["p_acoustic"][after] for r in rows])
-    out = {"complete": int(y.sum()), "cut": int((1 - y).sum()),
-           "auc_text": round(auc(text, y), 3), "auc_acoustic": round(auc(acoustic, y), 3), "auc_fused": round(auc(fused, y), 3)}
-    for name, p, (low, high) in (("text", text, text_thresholds), ("fused", fused, (weights.eou_low, weights.eou_high))):
-        silence = silence_for(p, low, high, 0.0, 2.0)
-        out[f"{name}_mean_silence_complete_s"] = round(float(np.mean(silence[y == 1])), 3)
-        out[f"{name}_median_silence_complete_s"] = round(float(np.median(silence[y == 1])), 3)
-        out[f"{name}_expected_cutoff"] = round(float(np.mean(expected_cutoff(silence[y == 0]))), 4)
-        out[f"{name}_at_once_complete"] = f"{int(np.sum(p[y == 1] >= high))}/{int(y.sum())}"
-        out[f"{name}_at_once_cut"] = f"{int(np.sum(p[y == 0] >= high))}/{int((1 - y).sum())}"
-    return out
-
-
-# `scripts/fit_turn_fusion.py` on the training split (26 complete recordings, 48 mid-sentence cuts; text
+# `scripts/fit_turn_fusion.py` (fitting: headstart/bench/turn_fusion_fit.py) on the training split (26 complete recordings, 48 mid-sentence cuts; text
 # head of qwen2.5-coder-0.5b, float32 + int8 layers); its figures on both splits: docs/listening.md
 FITTED = FusionWeights(
     text=0.1983, acoustic=0.296, trailing=-1.6604, unpunctuated=-0.4812, bias=0.4479, eou_low=0.7392, eou_high=0.7705,
