@@ -10,8 +10,8 @@ The endpointer maps `p` to the silence it waits exactly as it maps the text head
 the thresholds fitted together with the weights (`FusionWeights`). The text head strips punctuation before
 it reads the text (headstart/llm/eou_head.py), so the marks are a signal it never sees.
 
-`fit` trains the weights (class-balanced L2 logistic regression) and `calibrate_thresholds` picks the
-pair, on rows of scored examples (scripts/fit_turn_fusion.py makes them from the packaged recordings:
+`headstart.bench.turn_fusion_fit.fit` trains the weights (class-balanced L2 logistic regression) and
+picks the pair, on rows of scored examples (scripts/fit_turn_fusion.py makes them from the packaged recordings:
 complete turns and the same cut mid-sentence, split by recording); `evaluate` reports a split.
 `FITTED` is what that script fitted (its figures: docs/listening.md).
 """
