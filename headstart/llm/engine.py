@@ -19,9 +19,7 @@ from typing import TYPE_CHECKING, Any
 from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.cache import KVCache, cache_keyword
 from headstart.llm.precision import (
-    QUANTIZE_CHOICES,
-    QUANTIZE_MODES,
-    int8_unsupported_reason,
+    check_quantize,
     resolve_dtype,
     resolve_precision,
     resolve_quantize,
@@ -382,27 +380,10 @@ def quantize_model(model: Any, mode: str = "int8") -> Any:
     gets its own int8 copy; the input embeddings are untouched.
     """
     param = next(model.parameters())
-    _check_quantize(mode, param.dtype, param.device.type)
+    check_quantize(mode, param.dtype, param.device.type)
     from headstart.llm.int8 import quantize_linears
 
     return quantize_linears(model)
-
-
-def _check_quantize(mode: str | None, dtype: Any, device: str) -> None:
-    import torch
-
-    if mode is None:
-        return
-    if mode not in QUANTIZE_MODES:
-        raise ValueError(f"unknown quantize mode {mode!r}; use one of {QUANTIZE_CHOICES} or None")
-    if dtype != torch.float32:
-        raise ValueError(f"quantize={mode!r} needs dtype float32 (the int8 kernels take float32 activations), "
-                         f"got {dtype}; set dtype='float32' (--llm-dtype float32)")
-    if device != "cpu":
-        raise ValueError(f"quantize={mode!r} runs on CPU only, got device {device!r}")
-    reason = int8_unsupported_reason()
-    if reason is not None:
-        raise ValueError(f"quantize={mode!r} cannot run here: {reason}")
 
 
 def _has_dynamic_int8(model: Any) -> bool:

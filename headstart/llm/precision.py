@@ -22,6 +22,7 @@ __all__ = [
     "DTYPE_CHOICES",
     "QUANTIZE_CHOICES",
     "Precision",
+    "check_quantize",
     "cpu_capability",
     "int8_unsupported_reason",
     "resolve_dtype",
@@ -103,23 +104,29 @@ def resolve_precision(dtype: str, quantize: str | None, device: str = "cpu") -> 
     """Resolve and check an LLM config's `dtype` and `quantize` for this machine, before any model
     loads. Raises ValueError, naming the flag to change, for an unknown dtype or mode, int8 with a
     dtype other than float32 or off the CPU, and int8 on a CPU without the int8 kernels."""
-    import torch
-
     resolved_dtype = resolve_dtype(dtype, device)
     mode, note = _resolve(quantize, dtype, device)
+    check_quantize(mode, resolved_dtype, device)
+    return Precision(resolved_dtype, mode, note if mode is None else None)
+
+
+def check_quantize(mode: str | None, dtype: torch.dtype, device: str) -> None:
+    """Raise ValueError, naming the flag to change, unless quantisation `mode` (None: none) can run
+    on a model of `dtype` on `device` on this machine."""
+    import torch
+
     if mode is None:
-        return Precision(resolved_dtype, None, note)
+        return
     if mode not in QUANTIZE_MODES:
         raise ValueError(f"unknown quantize mode {mode!r}; use one of {QUANTIZE_CHOICES} (--llm-quantize)")
-    if resolved_dtype != torch.float32:
+    if dtype != torch.float32:
         raise ValueError(f"quantize={mode!r} needs dtype float32 (the int8 kernels take float32 activations), "
-                         f"got {resolved_dtype}; use --llm-dtype float32 (or --llm-quantize none)")
+                         f"got {dtype}; use --llm-dtype float32 (or --llm-quantize none)")
     if device != "cpu":
         raise ValueError(f"quantize={mode!r} runs on CPU only, got device {device!r}; use --llm-quantize none")
     reason = int8_unsupported_reason()
     if reason is not None:
         raise ValueError(f"quantize={mode!r} cannot run here: {reason}; use --llm-quantize none")
-    return Precision(resolved_dtype, mode, None)
 
 
 def _resolve(mode: str | None, dtype: str, device: str) -> tuple[str | None, str | None]:
