@@ -99,8 +99,9 @@ def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
     """True if (almost) every content word heard is a word of the reply being played: at least
     `min_overlap` of them, where a word also counts when it is a near miss of a reply word (the ASR
     mishearing the echo: "scream" for "screen", similarity >= 0.75 by difflib's ratio). One in four
-    words beyond the first three may be foreign (ASR noise on a long echo); a short utterance of
-    foreign words ("stop", "wait a moment") is never echo."""
+    words beyond the first three may be foreign (ASR noise on a long echo), and so may the last of
+    three or more when it starts like a reply word (the echo cut off mid-word, completed by the ASR into
+    another word); a short utterance of foreign words ("stop", "wait a moment") is never echo."""
     import difflib
 
     words = _expand_contractions(content_words(heard))
@@ -112,7 +113,13 @@ def is_echo_text(heard: str, reply_text: str, min_overlap: float = 0.8) -> bool:
         return word in reply or bool(difflib.get_close_matches(word, reply, n=1, cutoff=0.75))
 
     matched = sum(known(w) for w in words)
-    return matched / len(words) >= min_overlap or len(words) - matched <= (len(words) - 1) // 4
+    if matched / len(words) >= min_overlap or len(words) - matched <= (len(words) - 1) // 4:
+        return True
+    # the echo cut off mid-word (a mic window's end, a playback underrun): the ASR completes the cut
+    # word into another that starts alike ("here to-" heard as "here today")
+    last = words[-1]
+    return (len(words) >= 3 and matched == len(words) - 1 and not known(last)
+            and any(w[:2] == last[:2] for w in reply))
 
 
 class TurnTaking:

@@ -390,6 +390,15 @@ def test_echo_text_matches_contractions_either_way():
     assert not is_echo_text("I am hungry now", reply)
 
 
+def test_echo_text_takes_a_cut_last_word_completed_by_the_asr():
+    """Found by the loopback echo test with a 1 s underrun: the echo of "I'm here to-" was heard as
+    "I'm here today."; a foreign last word that starts like no reply word is still the user's."""
+    reply = "I'm here to help. What's your goal?"
+    assert is_echo_text("I'm here today.", reply)
+    assert not is_echo_text("I'm here now.", reply) and not is_echo_text("here today", reply)
+    assert not is_echo_text("I'm hungry today.", reply)
+
+
 def test_the_users_own_voice_early_in_the_reply_is_not_echo():
     """The user starts speaking 0.3 s into the reply, after silence: the onset of their voice must not
     correlate with the few samples of reply audio at the edge of the padded reference."""
