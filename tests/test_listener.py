@@ -19,6 +19,7 @@ from headstart.voice.endpoint import Endpointer
 from headstart.voice.listener import Listener, make_asr_executor
 from headstart.voice.vad import SileroVAD
 from headstart.voice.words import Word, join_words
+from listener_driver import run_listener
 
 SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
 if not (SPEECH_DIR / "transcripts.tsv").is_file():
@@ -94,31 +95,6 @@ def make_listener(asr, executor, silence_s=0.5, max_turn_s=30.0, min_new_audio_s
         ASRConfig(min_new_audio_s=min_new_audio_s, final_redecode=final_redecode),
         executor,
     )
-
-
-async def run_listener(listener: Listener, audio: np.ndarray, frame_s=0.02, rate=SR, wait_asr=True, convert=None):
-    """Push `audio` in frames (each converted by `convert`), collect all events.
-
-    wait_asr=True lets any ASR pass finish after each frame (an ASR much faster than real time);
-    False pushes everything without yielding to the loop (`--fast`: the ASR falls far behind)."""
-    events = []
-
-    async def consume():
-        async for event in listener:
-            events.append(event)
-
-    consumer = asyncio.create_task(consume())
-    step = int(round(frame_s * rate))
-    for start in range(0, audio.shape[0], step):
-        frame = audio[start : start + step]
-        await listener.push(AudioFrame(convert(frame) if convert else frame, rate))
-        if wait_asr:
-            while listener._task is not None:
-                await listener._task
-            await asyncio.sleep(0)
-    await listener.end_input()
-    await asyncio.wait_for(consumer, 10)
-    return events
 
 
 @pytest.fixture

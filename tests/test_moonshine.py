@@ -9,10 +9,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headstart.audio import AudioError, AudioFrame
+from headstart.audio import AudioError
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.voice import moonshine
 from headstart.voice.asr import Transcription
+from listener_driver import run_listener
 
 SR = 16000
 
@@ -316,27 +317,9 @@ def test_real_recording_through_the_listener(asr):
     rec = _rec("librivox-0870")
     audio = np.concatenate([rec.read(), np.zeros(3 * SR, np.float32)])
     executor = make_asr_executor()
-
-    async def main():
-        listener = Listener(SileroVAD(VADConfig()), asr, Endpointer(EndpointConfig(silence_s=0.5)), ASRConfig(), executor)
-        events = []
-
-        async def consume():
-            async for event in listener:
-                events.append(event)
-
-        consumer = asyncio.create_task(consume())
-        for start in range(0, audio.shape[0], 320):
-            await listener.push(AudioFrame(audio[start : start + 320], SR))
-            while listener._task is not None:
-                await listener._task
-            await asyncio.sleep(0)
-        await listener.end_input()
-        await asyncio.wait_for(consumer, 30)
-        return events
-
+    listener = Listener(SileroVAD(VADConfig()), asr, Endpointer(EndpointConfig(silence_s=0.5)), ASRConfig(), executor)
     try:
-        events = asyncio.run(main())
+        events = asyncio.run(run_listener(listener, audio, timeout_s=30))
     finally:
         executor.shutdown(wait=True)
     partials = [e for e in events if isinstance(e, PartialTranscript)]

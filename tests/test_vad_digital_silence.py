@@ -9,12 +9,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headstart.audio import AudioFrame, read_wav
+from headstart.audio import read_wav
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import FinalTranscript, SpeechStarted
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.listener import Listener, make_asr_executor
 from headstart.voice.vad import SileroVAD
+from listener_driver import run_listener
 
 SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
 if not (SPEECH_DIR / "transcripts.tsv").is_file():
@@ -82,25 +83,8 @@ def test_the_first_words_after_40_s_of_exact_zeros_are_transcribed():
     executor = make_asr_executor()
     listener = Listener(SileroVAD(VADConfig()), asr, Endpointer(EndpointConfig(silence_s=0.5)), ASRConfig(), executor)
 
-    async def run() -> list:
-        events = []
-
-        async def consume():
-            async for event in listener:
-                events.append(event)
-
-        consumer = asyncio.create_task(consume())
-        for start in range(0, audio.shape[0], 320):
-            await listener.push(AudioFrame(audio[start : start + 320], SR))
-            while listener._task is not None:
-                await listener._task
-            await asyncio.sleep(0)
-        await listener.end_input()
-        await asyncio.wait_for(consumer, 30)
-        return events
-
     try:
-        events = asyncio.run(run())
+        events = asyncio.run(run_listener(listener, audio, timeout_s=30))
     finally:
         executor.shutdown(wait=True)
     finals = [e.text for e in events if isinstance(e, FinalTranscript)]
