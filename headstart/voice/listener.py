@@ -499,10 +499,8 @@ class Listener:
         try:
             result = await loop.run_in_executor(self._executor, call)
         except Exception as exc:  # noqa: BLE001 - handed to the consumer
-            self._failed = exc
             self._task = None
-            self._queue.put_nowait(_Failure(exc))
-            self._queue.put_nowait(_END)
+            self._fail(exc)
             return
         self._task = None
         agreement = utterance.agreement
@@ -566,14 +564,18 @@ class Listener:
             self._run_acoustic(utterance, utterance.acoustic_run, samples)
         )
 
+    def _fail(self, exc: Exception) -> None:
+        """A stage call failed: hand the error to the consumer and end the event stream."""
+        self._failed = exc
+        self._queue.put_nowait(_Failure(exc))
+        self._queue.put_nowait(_END)
+
     async def _run_acoustic(self, utterance: _Utterance, run: int, samples: np.ndarray) -> None:
         try:
             probability = await self._acoustic_scorer(samples)  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - handed to the consumer
             self._acoustic_task = None
-            self._failed = exc
-            self._queue.put_nowait(_Failure(exc))
-            self._queue.put_nowait(_END)
+            self._fail(exc)
             return
         self._acoustic_task = None
         if utterance is self._current and utterance.acoustic_run == run and not self._ended:
@@ -610,9 +612,7 @@ class Listener:
             probability = await self._eou_scorer(text)  # type: ignore[misc]
         except Exception as exc:  # noqa: BLE001 - handed to the consumer
             self._eou_task = None
-            self._failed = exc
-            self._queue.put_nowait(_Failure(exc))
-            self._queue.put_nowait(_END)
+            self._fail(exc)
             return
         self._eou_task = self._eou_text = None
         if probability is not None:
