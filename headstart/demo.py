@@ -65,15 +65,18 @@ def add_tts_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                         "in the coqui environment `make coqui-env` builds")
 
 
-def add_llm_precision_arguments(parser: argparse.ArgumentParser) -> None:
+def add_llm_precision_arguments(parser: argparse.ArgumentParser, bench: bool = False) -> None:
     """`--llm-dtype` and `--llm-quantize`, as every entry point that loads the LLM takes them
-    (`headstart.llm.precision`: "auto" is float32 with int8 layers on CPU)."""
+    (`headstart.llm.precision`: "auto" is float32 with int8 layers on CPU). `bench`: the benchmarks'
+    form, stored as `args.dtype` / `args.quantize` and also spelt `--dtype` / `--quantize`."""
     from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
 
-    parser.add_argument("--llm-dtype", choices=DTYPE_CHOICES, default=LLMConfig().dtype,
+    names = (("--llm-dtype", "--dtype"), ("--llm-quantize", "--quantize")) if bench else (("--llm-dtype",), ("--llm-quantize",))
+    dests = ("dtype", "quantize") if bench else ("llm_dtype", "llm_quantize")
+    parser.add_argument(*names[0], dest=dests[0], choices=DTYPE_CHOICES, default=LLMConfig().dtype,
                         help="the LLM's dtype; auto (default): float32 on CPU (with --llm-quantize auto: int8 "
                         "layers, the fast and exact path on every CPU), bfloat16 on a GPU")
-    parser.add_argument("--llm-quantize", choices=QUANTIZE_CHOICES, default=LLMConfig().quantize,
+    parser.add_argument(*names[1], dest=dests[1], choices=QUANTIZE_CHOICES, default=LLMConfig().quantize,
                         help="int8 Linear layers for the LLM (CPU, float32 only); auto (default): int8 where the "
                         "LLM runs in float32 on a CPU with AVX2 or AVX-512; none: off")
 

@@ -437,14 +437,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="at most this many items per kind")
     parser.add_argument("--items", default=None, help="answers data file (default: the packaged answers.json)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
+    from headstart.demo import add_llm_precision_arguments
 
-    parser.add_argument("--llm-dtype", "--dtype", dest="dtype", choices=DTYPE_CHOICES, default=LLMConfig().dtype,
-                        help="model dtype (default LLMConfig.dtype: 'auto', float32 on CPU)")
-    parser.add_argument("--llm-quantize", "--quantize", dest="quantize", choices=QUANTIZE_CHOICES,
-                        default=LLMConfig().quantize,
-                        help="the int8 layers (default LLMConfig.quantize: 'auto', int8 where the model runs in "
-                             "float32 on CPU)")
+    add_llm_precision_arguments(parser, bench=True)
     parser.add_argument("--speculative", choices=["none", "prompt_lookup"], default=LLMConfig().speculative,
                         help="the session's exact speculative decoder (the text is plain greedy's either way)")
     parser.add_argument("--all-answers", action="store_true", help="print every answer, not only the failures")

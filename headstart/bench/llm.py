@@ -78,14 +78,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draft model for speculative decoding (default: the known pair's draft, if any; "
                              "'none' to skip)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
+    from headstart.demo import add_llm_precision_arguments
 
-    parser.add_argument("--llm-dtype", "--dtype", dest="dtype", choices=DTYPE_CHOICES, default=LLMConfig().dtype,
-                        help="the model's dtype (LLMConfig.dtype); auto (default): float32 on CPU")
-    parser.add_argument("--llm-quantize", "--quantize", dest="quantize", choices=QUANTIZE_CHOICES,
-                        default=LLMConfig().quantize,
-                        help="int8 Linear layers (LLMConfig.quantize; float32 CPU only); auto (default): "
-                             "int8 where the model runs in float32 on a CPU with AVX2 or AVX-512; none: off")
+    add_llm_precision_arguments(parser, bench=True)
     parser.add_argument("--draft-quantize", choices=["auto", "int8", "none"], default="auto",
                         help="quantise only the draft model (LLMConfig.draft_quantize; auto: int8 for an fp32 "
                              "drafter on CPU); the output stays exact")
