@@ -182,6 +182,7 @@ class Session:
         self._closed = False
         self._speech_started_at: float | None = None  # the current utterance's first speech start
         self._continuation: int | None = None  # history index of the user message the next turn continues
+        self._history_window: object = _FROM_CONFIG  # llm/history.TurnWindow, None (unbounded) once made
 
     def _new_listener(self):
         from headstart.voice.endpoint import Endpointer
@@ -888,7 +889,7 @@ class Session:
     def _messages(self) -> list[dict[str, str]]:
         system = {"role": "system", "content": self._config.llm.system_prompt}
         # bounded history (llm/history.py): whole old turns dropped between turns
-        if getattr(self, "_history_window", False) is False:
+        if self._history_window is _FROM_CONFIG:  # made on first use: it counts with the LLM's tokenizer
             self._history_window = self._new_history_window()
         if self._history_window is not None:
             return self._history_window.select([system, *self.history])
