@@ -140,4 +140,3 @@ def test_bf16_keeps_its_promise_same_text_up_to_a_reported_divergence_point():
     got = list(bf16.generate(prompt, max_new_tokens=16))
     point = first_divergence(reference, got)
     assert point is None or point >= 3, (reference, got)  # the same model to within rounding
-    assert got[:point] == reference[:point]
