@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -16,10 +17,20 @@ pytestmark = pytest.mark.skipif(shutil.which("dpkg-query") is None, reason="not 
 
 def _run(packages: str, as_nobody: bool = False) -> subprocess.CompletedProcess:
     env = {"PATH": "/usr/sbin:/usr/bin:/sbin:/bin", "HEADSTART_SYSTEM_PACKAGES": packages}
-    cmd = ["bash", str(SCRIPT)]
-    if as_nobody:  # root in CI: run the script as an unprivileged user, who has no sudo here
-        cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *cmd]
-    return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd="/")
+    if not as_nobody:
+        return subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60, cwd="/")
+    # root in CI: run the script as an unprivileged user, who has no sudo here; from a copy it can read
+    # (the clone may sit in a folder only root may enter, e.g. one made by mktemp -d)
+    folder = Path(tempfile.mkdtemp())
+    try:
+        folder.chmod(0o755)
+        script = folder / SCRIPT.name
+        shutil.copy(SCRIPT, script)
+        script.chmod(0o755)
+        cmd = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", "bash", str(script)]
+        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=60, cwd="/")
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 def test_the_list_names_what_the_tests_need():
