@@ -16,14 +16,22 @@ import argparse
 import asyncio
 import json
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, read_wav, write_wav
+from headstart.cli_options import (
+    add_head_start_argument,
+    add_history_argument,
+    add_llm_precision_arguments,
+    add_tts_argument,
+    build_config,
+    session_config_from_args,  # noqa: F401 (tests/test_session_switches.py imports it from here)
+)
 from headstart.clock import MonotonicClock
-from headstart.config import ASRConfig, LLMConfig, PipelineConfig, SessionConfig, ThreadPlan, TTSConfig
+from headstart.config import ASRConfig, LLMConfig, ThreadPlan
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
@@ -54,78 +62,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
     add_head_start_argument(parser)
-
-
-def add_tts_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """`--tts` and `--coqui-model`, as demo, serve, mic and bench conversation take them."""
-    parser.add_argument("--tts", default=TTSConfig().engine, help=f"{prefix}TTS engine: piper-joe (default), "
-                        "espeak, hibari, coqui (with --coqui-model) or the path of a Piper .onnx voice")
-    parser.add_argument("--coqui-model", default=None, metavar="PATH",
-                        help=f"{prefix}with --tts coqui: a coqui-tts checkpoint (XTTS-v2 folder or VITS .pth), run "
-                        "in the coqui environment `make coqui-env` builds")
-
-
-def add_llm_precision_arguments(parser: argparse.ArgumentParser, bench: bool = False) -> None:
-    """`--llm-dtype` and `--llm-quantize`, as every entry point that loads the LLM takes them
-    (`headstart.llm.precision`: "auto" is float32 with int8 layers on CPU). `bench`: the benchmarks'
-    form, stored as `args.dtype` / `args.quantize` and also spelt `--dtype` / `--quantize`."""
-    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
-
-    names = (("--llm-dtype", "--dtype"), ("--llm-quantize", "--quantize")) if bench else (("--llm-dtype",), ("--llm-quantize",))
-    dests = ("dtype", "quantize") if bench else ("llm_dtype", "llm_quantize")
-    parser.add_argument(*names[0], dest=dests[0], choices=DTYPE_CHOICES, default=LLMConfig().dtype,
-                        help="the LLM's dtype; auto (default): float32 on CPU (with --llm-quantize auto: int8 "
-                        "layers, the fast and exact path on every CPU), bfloat16 on a GPU")
-    parser.add_argument(*names[1], dest=dests[1], choices=QUANTIZE_CHOICES, default=LLMConfig().quantize,
-                        help="int8 Linear layers for the LLM (CPU, float32 only); auto (default): int8 where the "
-                        "LLM runs in float32 on a CPU with AVX2 or AVX-512; none: off")
-
-
-def llm_precision_from_args(args: argparse.Namespace, base: LLMConfig) -> dict:
-    """The LLMConfig fields `add_llm_precision_arguments` set (for `dataclasses.replace`)."""
-    return {"dtype": getattr(args, "llm_dtype", None) or base.dtype,
-            "quantize": getattr(args, "llm_quantize", base.quantize)}
-
-
-def add_history_argument(parser: argparse.ArgumentParser) -> None:
-    """`--max-history-tokens`, as every entry point that holds a conversation takes it
-    (`LLMConfig.max_history_tokens`, headstart/llm/history.py)."""
-
-    def setting(text: str):
-        from headstart.llm.history import parse_history_setting
-
-        try:
-            return parse_history_setting(text)
-        except ValueError as exc:
-            raise argparse.ArgumentTypeError(str(exc)) from None
-
-    parser.add_argument("--max-history-tokens", type=setting, default=LLMConfig().max_history_tokens,
-                        metavar="N|auto|none",
-                        help="the conversation kept in the LLM's prompt, in tokens: past it, whole old turns "
-                        "are dropped (down to 75 %%); auto (default): what fits the model's context besides the "
-                        "reply; none: keep everything (a long conversation then outgrows the context)")
-
-
-def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--no-head-start", action="store_true", help="no incremental prefill and no "
-                        "preemptive reply before the end of turn (for comparisons)")
-    parser.add_argument("--no-incremental-prefill", action="store_true",
-                        help="partial transcripts do not prefill the KV cache (ablation)")
-    parser.add_argument("--no-preemptive", action="store_true",
-                        help="no held reply before the end of turn (ablation)")
-    parser.add_argument("--eou", choices=("auto", "head", "token", "llm", "none"), default=SessionConfig().eou,
-                        help="end-of-utterance signal for endpointing and the head start: a trained head on "
-                        "the LLM's hidden state (head), the LLM's end-of-turn token probability (token, alias "
-                        "llm), auto (head where this LLM has one, else token) or none (punctuation, fixed "
-                        "silence); default: auto")
-
-
-def session_config_from_args(args: argparse.Namespace, base: SessionConfig | None = None) -> SessionConfig:
-    """The SessionConfig the head-start flags of `add_head_start_argument` ask for."""
-    return replace(base or SessionConfig(), head_start=not getattr(args, "no_head_start", False),
-                   incremental_prefill=not getattr(args, "no_incremental_prefill", False),
-                   preemptive=not getattr(args, "no_preemptive", False),
-                   eou=getattr(args, "eou", None) or SessionConfig().eou)
 
 
 @dataclass
@@ -374,20 +310,6 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
     if len(rows) > 1:
         summary["turns"] = rows
     return summary
-
-
-def build_config(args: argparse.Namespace) -> PipelineConfig:
-    base = PipelineConfig()
-    return replace(
-        base,
-        threads=replace(base.threads, torch_threads=args.torch_threads),
-        asr=replace(base.asr, model=args.asr),
-        llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
-                    max_history_tokens=getattr(args, "max_history_tokens", base.llm.max_history_tokens),
-                    **llm_precision_from_args(args, base.llm)),
-        tts=replace(base.tts, engine=args.tts, coqui_model=getattr(args, "coqui_model", None) or base.tts.coqui_model),
-        session=session_config_from_args(args, base.session),
-    )
 
 
 def run_from_args(args: argparse.Namespace) -> int:

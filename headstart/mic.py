@@ -342,7 +342,7 @@ class MicClient:
 
 def add_arguments(parser) -> None:
     from headstart.config import ASRConfig, LLMConfig, ThreadPlan
-    from headstart.demo import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
+    from headstart.cli_options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
 
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--server", help="websocket URL of a running `headstart serve`, e.g. ws://127.0.0.1:8765/ws")
@@ -357,7 +357,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--llm", default=LLMConfig().model, help="with --local: LLM preset, folder or hub id")
     add_tts_argument(parser, "with --local: ")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.demo import add_history_argument
+    from headstart.cli_options import add_history_argument
 
     add_history_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
@@ -448,7 +448,7 @@ async def _main(args) -> int:
     live = None
     try:
         if args.local:
-            from headstart.demo import build_config
+            from headstart.cli_options import build_config
             from headstart.models import ModelError
             from headstart.server import WS_PATH, ServerConfig, VoiceServer
             from headstart.session import Components

@@ -632,11 +632,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id (server-side only)")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id, or a serving engine: openai://HOST:PORT/MODEL (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.demo import add_history_argument
+    from headstart.cli_options import add_history_argument
 
     add_history_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    from headstart.demo import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
+    from headstart.cli_options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
 
     add_tts_argument(parser, "server-side: ")
     add_llm_precision_arguments(parser)
@@ -647,7 +647,7 @@ def run_from_args(args) -> int:
     import os
     import sys
 
-    from headstart.demo import build_config
+    from headstart.cli_options import build_config
     from headstart.models import ModelError
     from headstart.session import Components
     from headstart.tts.base import TTSError

@@ -160,16 +160,3 @@ def test_stereo_44k_input_is_accepted(tmp_path):
     assert turn.samples.ndim == 1
     assert abs(turn.samples.shape[0] / 16000 - rec.duration_s) < 0.01
     assert turn.speech_end_s is None  # not a bench file: the VAD's end of speech is used
-
-
-def test_build_config_takes_the_coqui_checkpoint():
-    import argparse
-
-    from headstart.config import TTSConfig
-    from headstart.demo import add_arguments, build_config
-
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    config = build_config(parser.parse_args(["--tts", "coqui", "--coqui-model", "/models/xtts"]))
-    assert config.tts.engine == "coqui" and config.tts.coqui_model == "/models/xtts"
-    assert build_config(parser.parse_args([])).tts.coqui_model == TTSConfig().coqui_model

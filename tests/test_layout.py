@@ -64,3 +64,9 @@ def test_import_has_no_heavy_side_effects():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == ""
+
+
+@pytest.mark.parametrize("entry", ["server.py", "mic.py"])
+def test_entry_points_take_their_options_from_cli_options_not_the_demo(entry):
+    """The server and the mic app build their config with headstart/cli_options.py (issue 17)."""
+    assert "demo" not in headstart_imports(PACKAGE / entry)

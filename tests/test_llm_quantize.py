@@ -149,37 +149,6 @@ def test_quantize_model_refuses_a_bfloat16_model():
         quantize_model(model)
 
 
-def test_demo_option_reaches_the_llm_config():
-    import argparse
-
-    from headstart.demo import add_arguments, build_config
-
-    parser = argparse.ArgumentParser()
-    add_arguments(parser)
-    assert build_config(parser.parse_args([])).llm.quantize == "auto"
-    assert build_config(parser.parse_args(["--llm-quantize", "int8"])).llm.quantize == "int8"
-    assert build_config(parser.parse_args(["--llm-quantize", "none"])).llm.quantize == "none"
-    assert build_config(parser.parse_args([])).llm.dtype == "auto"
-    assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"
-    with pytest.raises(SystemExit):
-        parser.parse_args(["--llm-quantize", "int4"])
-
-
-@pytest.mark.parametrize("module", ["server", "mic"])
-def test_serve_and_mic_take_the_option_too(module):
-    import argparse
-    import importlib
-
-    from headstart.demo import build_config
-
-    parser = argparse.ArgumentParser()
-    importlib.import_module(f"headstart.{module}").add_arguments(parser)
-    assert build_config(parser.parse_args(["--llm-quantize", "none"])).llm.quantize == "none"
-    assert build_config(parser.parse_args([])).llm.dtype == "auto"
-    assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"
-    assert build_config(parser.parse_args([])).llm.quantize == "auto"
-
-
 def test_partial_layer_drafting_refuses_a_quantised_model_clearly(engine):
     from headstart.llm.proposal import LayerStack
 

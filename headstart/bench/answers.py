@@ -437,7 +437,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="at most this many items per kind")
     parser.add_argument("--items", default=None, help="answers data file (default: the packaged answers.json)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.demo import add_llm_precision_arguments
+    from headstart.cli_options import add_llm_precision_arguments
 
     add_llm_precision_arguments(parser, bench=True)
     parser.add_argument("--speculative", choices=["none", "prompt_lookup"], default=LLMConfig().speculative,

@@ -103,11 +103,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "starting one; its configuration is its own (reported as 'server')")
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
-    from headstart.demo import add_llm_precision_arguments, add_tts_argument
+    from headstart.cli_options import add_llm_precision_arguments, add_tts_argument
 
     add_tts_argument(parser)
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.demo import add_history_argument
+    from headstart.cli_options import add_history_argument
 
     add_history_argument(parser)
     add_llm_precision_arguments(parser)
@@ -392,7 +392,7 @@ SIMULATED_LINE = ("SIMULATED (--simulate): in-process on a virtual clock, idle w
 
 def run(args: argparse.Namespace, log=print) -> dict:
     """Run the benchmark; returns the JSON object. Raises ValueError for bad options."""
-    from headstart.demo import build_config
+    from headstart.cli_options import build_config
 
     scenarios = {s.strip() for s in args.scenarios.split(",") if s.strip()}
     unknown = scenarios - set(SCENARIOS)

@@ -78,7 +78,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draft model for speculative decoding (default: the known pair's draft, if any; "
                              "'none' to skip)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.demo import add_llm_precision_arguments
+    from headstart.cli_options import add_llm_precision_arguments
 
     add_llm_precision_arguments(parser, bench=True)
     parser.add_argument("--draft-quantize", choices=["auto", "int8", "none"], default="auto",

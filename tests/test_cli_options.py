@@ -1,0 +1,51 @@
+"""headstart/cli_options.py: the flags demo, serve, mic and the benches share, and the PipelineConfig they build."""
+
+from __future__ import annotations
+
+import pytest
+
+
+def test_build_config_takes_the_coqui_checkpoint():
+    import argparse
+
+    from headstart.config import TTSConfig
+    from headstart.cli_options import build_config
+    from headstart.demo import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    config = build_config(parser.parse_args(["--tts", "coqui", "--coqui-model", "/models/xtts"]))
+    assert config.tts.engine == "coqui" and config.tts.coqui_model == "/models/xtts"
+    assert build_config(parser.parse_args([])).tts.coqui_model == TTSConfig().coqui_model
+
+
+def test_demo_option_reaches_the_llm_config():
+    import argparse
+
+    from headstart.cli_options import build_config
+    from headstart.demo import add_arguments
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert build_config(parser.parse_args([])).llm.quantize == "auto"
+    assert build_config(parser.parse_args(["--llm-quantize", "int8"])).llm.quantize == "int8"
+    assert build_config(parser.parse_args(["--llm-quantize", "none"])).llm.quantize == "none"
+    assert build_config(parser.parse_args([])).llm.dtype == "auto"
+    assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--llm-quantize", "int4"])
+
+
+@pytest.mark.parametrize("module", ["server", "mic"])
+def test_serve_and_mic_take_the_option_too(module):
+    import argparse
+    import importlib
+
+    from headstart.cli_options import build_config
+
+    parser = argparse.ArgumentParser()
+    importlib.import_module(f"headstart.{module}").add_arguments(parser)
+    assert build_config(parser.parse_args(["--llm-quantize", "none"])).llm.quantize == "none"
+    assert build_config(parser.parse_args([])).llm.dtype == "auto"
+    assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"
+    assert build_config(parser.parse_args([])).llm.quantize == "auto"
