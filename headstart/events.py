@@ -54,16 +54,21 @@ class EndOfTurn:
 
 @dataclass(frozen=True, slots=True)
 class TokenDelta:
-    """New reply text from the LLM: `text` is printable (never a partial UTF-8 character)."""
+    """New reply text from the LLM: `text` is printable (never a partial UTF-8 character).
+    `reply_id`: the session's reply it belongs to ("" as the LLM stream makes it; headstart/reply.py
+    sets it)."""
 
     text: str
     token_ids: tuple[int, ...] = ()
+    reply_id: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class ReplyDone:
-    """The LLM finished a reply. `reason` is one of "eos", "max_tokens", "stop", "cancelled"."""
+    """The LLM finished a reply. `reason` is one of "eos", "max_tokens", "stop", "cancelled".
+    `reply_id` as for `TokenDelta`."""
 
     text: str
     num_tokens: int
     reason: str
+    reply_id: str = ""

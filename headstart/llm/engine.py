@@ -27,7 +27,13 @@ from headstart.llm.precision import (
 from headstart.llm.sampling import Sampler, Sampling
 
 if TYPE_CHECKING:
+    from concurrent.futures import Executor
+
     import torch
+
+    from headstart.clock import Clock
+    from headstart.llm.live import LiveTurn
+    from headstart.llm.stream import ReplyStream
 
 __all__ = ["LLMEngine", "LLMError", "common_prefix_len", "quantize_model", "resolve_dtype", "resolve_quantize"]
 
@@ -357,6 +363,27 @@ class LLMEngine:
         if isinstance(rendered, Mapping) or hasattr(rendered, "input_ids"):
             rendered = rendered["input_ids"]
         return [int(t) for t in rendered]
+
+    # -- the session's interface (headstart/seams.py LLMBackend) -------------------------------------
+
+    def reply_stream(self, messages: Sequence[Mapping[str, str]], config: LLMConfig, executor: Executor,
+                     clock: Clock | None = None, *, decoder: Any = None) -> ReplyStream:
+        """Start generating the reply to `messages` on `executor` (the "llm" thread) now, inside a
+        running event loop: `headstart.llm.stream.ReplyStream`; `decoder`: speculative decoding."""
+        from headstart.llm.stream import ReplyStream
+
+        return ReplyStream(self, messages, config, executor, clock, decoder=decoder)
+
+    def live_turn(self, messages_before: Sequence[Mapping[str, str]], config: LLMConfig, executor: Executor,
+                  clock: Clock | None = None, *, decoder: Any = None) -> LiveTurn:
+        """A user turn on the chat `messages_before` (incremental prefill): `headstart.llm.live.LiveTurn`."""
+        from headstart.llm.live import LiveTurn
+
+        return LiveTurn(self, messages_before, config, executor, clock, decoder=decoder)
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of `text` in this model's tokenizer (no special tokens)."""
+        return len(self.tokenizer(text, add_special_tokens=False)["input_ids"])
 
     def warm_up(self) -> None:
         """Run one short prefill and decode so the first real request does not pay one-off costs,

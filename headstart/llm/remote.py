@@ -159,16 +159,27 @@ class RemoteLLM:
 
     # -- the session's interface ---------------------------------------------------------------------
 
+    max_positions: int | None = None  # the engine's context length is not known here
+
     def reply_stream(self, messages: Sequence[Mapping[str, str]], config: LLMConfig,
-                     executor: Executor | None = None, clock: Clock | None = None) -> RemoteReplyStream:
-        """Start a streaming reply to `messages` now (inside a running event loop); `executor` is
-        accepted for the local engine's signature and unused (nothing here blocks)."""
+                     executor: Executor | None = None, clock: Clock | None = None, *,
+                     decoder: Any = None) -> RemoteReplyStream:
+        """Start a streaming reply to `messages` now (inside a running event loop); `executor` and
+        `decoder` are accepted for the local engine's signature (headstart/seams.py `LLMBackend`) and
+        unused (nothing here blocks; the engine decodes as it does)."""
         return RemoteReplyStream(self, messages, config, clock)
 
     def live_turn(self, messages_before: Sequence[Mapping[str, str]], config: LLMConfig,
-                  executor: Executor | None = None, clock: Clock | None = None) -> RemoteTurn:
+                  executor: Executor | None = None, clock: Clock | None = None, *,
+                  decoder: Any = None) -> RemoteTurn:
         """A user turn (see `RemoteTurn`) on the chat `messages_before`."""
         return RemoteTurn(self, messages_before, config, clock, stats=self.stats)
+
+    def count_tokens(self, text: str) -> int:
+        """An estimate of `text`'s tokens (the engine's tokenizer is not at hand): `approx_token_count`."""
+        from headstart.llm.history import approx_token_count
+
+        return approx_token_count(text)
 
     async def warm_up_prompt(self, messages: Sequence[Mapping[str, str]], config: LLMConfig) -> None:
         """Ask the engine to compute (and cache) the prompt of `messages`: a one-token request, not

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from typing import Protocol, runtime_checkable
-
 import numpy as np
+
+from headstart.seams import Synthesizer  # the interface, in the shared seams module
+
+__all__ = ["EngineNotAvailableError", "Synthesizer", "TTSError", "fade_edges", "has_speech_content"]
 
 
 class TTSError(RuntimeError):
@@ -14,29 +15,6 @@ class TTSError(RuntimeError):
 
 class EngineNotAvailableError(TTSError):
     """The engine's program or package is not installed; the message says how to install it."""
-
-
-@runtime_checkable
-class Synthesizer(Protocol):
-    """A text-to-speech engine.
-
-    Attributes:
-        sample_rate: rate (Hz) of every array `synthesize` yields.
-        name: a short label for logs and metrics ("piper:en_US-joe-medium", "espeak-ng").
-    """
-
-    sample_rate: int
-    name: str
-
-    def synthesize(self, text: str) -> Iterator[np.ndarray]:
-        """Speak `text` (already normalised): yield float32 mono arrays (num_samples,) in [-1, 1] at
-        `sample_rate`, in order, each as soon as it is ready. Blocking: call it on the "tts" executor.
-        Text with nothing to say ("", "   ", "...") yields nothing and raises nothing."""
-        ...
-
-    def warm_up(self) -> None:
-        """Run one short synthesis so the first real request does not pay one-off start-up costs."""
-        ...
 
 
 def has_speech_content(text: str) -> bool:

@@ -15,6 +15,10 @@ between arrays. `cancel()` is out of band: it drops queued text and audio not ye
 
 Timing: every chunk gets a `ChunkTiming` on the injected clock (`headstart.clock`); `first_audio_at_s`
 is the clock time of the stream's first audio, for the session's turn timeline.
+
+Spans: `spans()` says where each chunk handed to the engine lies in the stream's audio (`ChunkSpan`:
+its text and sample span, growing while it is synthesised), so a consumer that knows how much audio
+was played knows which text was heard without matching chunks to timings by text.
 """
 
 from __future__ import annotations
@@ -76,6 +80,37 @@ class ChunkTiming:
         return self.first_audio_at_s - self.synth_started_at_s
 
 
+@dataclass(frozen=True, slots=True)
+class ChunkSpan:
+    """Where one chunk handed to the engine lies in the stream's output audio.
+
+    Attributes:
+        index: position among the chunks handed to the engine (0 = first; chunks whose spoken form is
+            empty are never handed over and get none).
+        text: the chunk as the chunker emitted it (not normalised).
+        start_sample, end_sample: its samples [start, end) in the stream's output, at `sample_rate`;
+            `end_sample` grows while the chunk is synthesised (a snapshot).
+        sample_rate: the output rate (Hz).
+        complete: the engine finished it (False while synthesising, or when cancelled part way).
+    """
+
+    index: int
+    text: str
+    start_sample: int
+    end_sample: int
+    sample_rate: int
+    complete: bool
+
+    @property
+    def start_s(self) -> float:
+        return self.start_sample / self.sample_rate
+
+    @property
+    def audio_s(self) -> float:
+        """Seconds of audio it has so far."""
+        return (self.end_sample - self.start_sample) / self.sample_rate
+
+
 class TTSStream:
     """One reply's speech: push text, end input, async-iterate `AudioFrame`s; `cancel()` any time.
 
@@ -131,6 +166,8 @@ class TTSStream:
         self._cancelled = False
         self._exhausted = False
         self.timings: list[ChunkTiming] = []
+        self._spans: list[list] = []  # [text, start_sample, end_sample, complete], event loop only
+        self._num_samples = 0  # output samples produced so far (event loop only)
         self.input_started_at_s: float | None = None
         self.first_audio_at_s: float | None = None
 
@@ -195,6 +232,11 @@ class TTSStream:
         """True once iteration has ended (all audio yielded, cancelled, or failed)."""
         return self._exhausted
 
+    def spans(self) -> list[ChunkSpan]:
+        """The chunks handed to the engine so far, in order, with their sample spans (a snapshot)."""
+        return [ChunkSpan(i, text, start, end, self.sample_rate, complete)
+                for i, (text, start, end, complete) in enumerate(self._spans)]
+
     @property
     def ttfa_s(self) -> float | None:
         """Time from the first chunk being ready to the first audio (None until there is audio)."""
@@ -251,6 +293,8 @@ class TTSStream:
         spoken = self._normalize(chunk)
         if not spoken:
             return
+        span = [chunk, self._num_samples, self._num_samples, False]
+        self._spans.append(span)
         started = self._clock.now()
         await loop.run_in_executor(self._executor, self._open, spoken)
         first: float | None = None
@@ -265,8 +309,12 @@ class TTSStream:
                 if self.first_audio_at_s is None:
                     self.first_audio_at_s = now
             num_samples += audio.shape[0]
+            self._num_samples += audio.shape[0]
+            span[2] = self._num_samples
             for frame in self._frames(audio):
                 self._audio_q.put_nowait(frame)
+        if not self._cancelled:
+            span[3] = True
         if first is not None and not self._cancelled:
             self.timings.append(
                 ChunkTiming(

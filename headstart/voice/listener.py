@@ -59,13 +59,13 @@ import asyncio
 from concurrent.futures import Executor, ThreadPoolExecutor
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Protocol
 
 import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, StreamResampler, to_mono_float32
 from headstart.config import ASRConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
+from headstart.seams import Transcriber
 from headstart.voice.agreement import LocalAgreement, drop_loop_tail
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.vad import VAD
@@ -80,10 +80,6 @@ _EARLY_MIN_AUDIO_S = 0.4  # no early-final pass on less audio than this
 EOUScorer = Callable[[str], Awaitable[float | None]]
 AcousticScorer = Callable[[np.ndarray], Awaitable[float | None]]
 _ACOUSTIC_WINDOW = 8 * SAMPLE_RATE_HZ  # what Smart Turn hears (headstart/voice/smart_turn.py)
-
-
-class Transcriber(Protocol):
-    def transcribe(self, samples: np.ndarray, offset_s: float = 0.0): ...
 
 
 def make_asr_executor() -> ThreadPoolExecutor:
