@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import threading
-import weakref
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from headstart.config import PipelineConfig
+from headstart.llm_priority import LLMPriority
 
 @dataclass
 class Components:
@@ -36,9 +36,6 @@ class Components:
     acoustic_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="turn")
     )
-    # LLM priority across sessions (see headstart/session.py): confirmed replies requested but not yet
-    # started on the llm thread (EOU estimates queued before them give way), and the live sessions (a
-    # confirmed reply drops the other sessions' held replies).
     # the speculative decoder over `llm` (`LLMConfig.speculative`, llm/speculative.py `build_decoder`) that
     # every session's replies use; None: plain decoding (or a remote engine). One per engine: its
     # break-even policy learns across replies.
@@ -47,15 +44,11 @@ class Components:
     # speculative decoding is off where it failed (`speculative_off_reason` says why)
     llm_exactness: object | None = None
     speculative_off_reason: str | None = None
-    confirmed_waiting: set = field(default_factory=set)
-    sessions: weakref.WeakSet = field(default_factory=weakref.WeakSet)
+    # LLM priority across sessions (headstart/llm_priority.py): confirmed replies first on the llm thread;
+    # EOU estimates queued before them give way, and held replies of other sessions subscribe to it
+    llm_priority: LLMPriority = field(default_factory=LLMPriority)
     _eou_models: dict = field(default_factory=dict, repr=False)
     _eou_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
-
-    @property
-    def confirmed_pending(self) -> bool:
-        """Whether a confirmed reply waits for the llm thread (safe to read from any thread)."""
-        return any(r.task is None or not r.task.done() for r in tuple(self.confirmed_waiting))
 
     def eou_model(self, kind: str):
         """The end-of-utterance model `SessionConfig.eou` names, made once per process, or None where

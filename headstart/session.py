@@ -161,13 +161,11 @@ class Session:
         self._eou_epoch = 0  # bumped at speech start and end of turn: queued estimates go stale
         self.eou_stats = {"computed": 0, "skipped": 0, "compute_s": 0.0}
         self._llm_failure_epoch = -1  # the EOU epoch an LLM failure was last reported in
-        sessions = getattr(components, "sessions", None)
-        if sessions is not None:
-            sessions.add(self)
         self.head_start = PreemptionPolicy(self._clock, self._config.session, self._endpoint_config)
         self._live = None  # LiveTurn: incremental prefill of the user turn in progress
         self._live_messages: list[dict[str, str]] | None = None  # the chat it was opened on
         self._held: Reply | None = None  # the preemptive reply, generated and held
+        self._held_unsubscribe = lambda: None  # its subscription to Components.llm_priority
         self._listener = self._new_listener()
         self._out: asyncio.Queue[object] = asyncio.Queue()
         self.history: list[dict[str, str]] = []
@@ -249,7 +247,7 @@ class Session:
         fuse = self.head_start.enabled and _fuses_reply_prefill(model, c.llm)
 
         def job() -> float | None:
-            if epoch != self._eou_epoch or getattr(c, "confirmed_pending", False):
+            if epoch != self._eou_epoch or c.llm_priority.confirmed_pending:
                 self.eou_stats["skipped"] += 1
                 return None  # stale, or confirmed work waits behind this job: give way
             started = time.perf_counter()
@@ -663,11 +661,19 @@ class Session:
         reply.resume.set()
         reply.stream = stream
         self._held = reply
+        self._held_unsubscribe = self._components.llm_priority.subscribe(self, self._on_confirmed_elsewhere)
         reply.task = asyncio.create_task(self._reply_guarded(reply), name=f"session-held-{reply.id}")
+
+    def _on_confirmed_elsewhere(self) -> None:
+        """Another session's confirmed reply waits for the llm thread: drop a held reply still generating."""
+        held = self._held
+        if held is not None and getattr(getattr(held.stream, "stats", None), "done_at_s", 0) is None:
+            self._head(self.head_start.drop("confirmed_elsewhere"))
 
     def _drop_held(self, reason: str) -> None:
         """Cancel the held reply: its tokens and audio never leave (counted as wasted)."""
         reply, self._held = self._held, None
+        self._held_unsubscribe()
         if reply is None:
             return
         reply.interrupted = True
@@ -809,6 +815,7 @@ class Session:
                 self._head([decision])
         if release is not None and held is not None and held.messages == self._messages():
             self._held = None
+            self._held_unsubscribe()
             turn.extra["preemptive"] = self.head_start.take_outcome()
             self._record_head_start(turn)
             self._release(held, turn, release.lead_s)
@@ -840,23 +847,14 @@ class Session:
         """Priority on the shared llm thread: a confirmed reply is waiting for it. EOU jobs queued
         before it give way (`_eou_future`), and other sessions drop a held reply still generating (it
         is regenerated at their end of turn if needed: a miss, never a stale reply)."""
-        c = self._components
-        waiting = getattr(c, "confirmed_waiting", None)
-        if waiting is None:
-            return
-        for old in [r for r in tuple(waiting) if r.task is not None and r.task.done()]:
-            waiting.discard(old)  # a reply cancelled before it ever ran
         reply.llm_pending = True
-        waiting.add(reply)
-        for other in list(getattr(c, "sessions", ())):
-            held = other._held if other is not self else None
-            if held is not None and getattr(getattr(held.stream, "stats", None), "done_at_s", 0) is None:
-                other._head(other.head_start.drop("confirmed_elsewhere"))
+        # a reply cancelled before it ever ran no longer counts
+        self._components.llm_priority.confirm(self, reply, lambda: reply.task is None or not reply.task.done())
 
     def _llm_started(self, reply: Reply) -> None:
         if reply.llm_pending:
             reply.llm_pending = False
-            self._components.confirmed_waiting.discard(reply)
+            self._components.llm_priority.started(reply)
 
     def _record_head_start(self, turn: TurnTimeline) -> None:
         stats = self.head_start.stats

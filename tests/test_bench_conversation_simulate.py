@@ -207,7 +207,7 @@ def test_tracked_components_share_the_models_and_threads():
     clock = SkipIdleClock()
     try:
         t = tracked_components(components, components.config, clock)
-        assert t.asr_executor.inner is components.asr_executor and t.sessions is components.sessions
+        assert t.asr_executor.inner is components.asr_executor and t.llm_priority is components.llm_priority
         assert t.tts_executor.submit(lambda: 7).result(5) == 7 and clock.jobs == 1
     finally:
         components.close()

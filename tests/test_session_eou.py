@@ -162,13 +162,11 @@ def test_stale_and_low_priority_jobs_give_way(monkeypatch):
         assert session._eou_cache == {}  # reset at the speech start
         await asyncio.sleep(0)
         # a confirmed reply waiting for the llm thread: an EOU job queued before it returns None
-        class Waiting:
-            task = None
-        components.confirmed_waiting.add(Waiting())
+        components.llm_priority.confirm(object(), "waiting")
         session._on_listener_event(SpeechEnded(1.5))
         (future,) = session._eou_cache.values()
         assert await future is None
-        components.confirmed_waiting.clear()
+        components.llm_priority.started("waiting")
         assert model.calls == []
         assert session.eou_stats["skipped"] >= 2
         await session.aclose()
