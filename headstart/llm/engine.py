@@ -35,7 +35,8 @@ if TYPE_CHECKING:
     from headstart.llm.live import LiveTurn
     from headstart.llm.stream import ReplyStream
 
-__all__ = ["LLMEngine", "LLMError", "common_prefix_len", "quantize_model", "resolve_dtype", "resolve_quantize"]
+__all__ = ["LLMEngine", "LLMError", "common_prefix_len", "prepare_model", "quantize_model", "resolve_dtype",
+           "resolve_quantize"]
 
 
 # End-of-turn tokens of the common chat templates (ChatML, Llama 3, Phi, Gemma); one counts as an
@@ -115,13 +116,7 @@ class LLMEngine:
         torch.set_num_threads(threads.torch_threads)
         tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
         model = AutoModelForCausalLM.from_pretrained(folder, dtype=dtype, local_files_only=True)
-        model.to(config.device).eval()
-        model.requires_grad_(False)
-        if quantize is not None:
-            model = quantize_model(model, quantize)
-            from headstart.llm.int8 import enable_rowwise_attention
-
-            enable_rowwise_attention(model)  # multi-token forwards stay bit-identical to one-token steps
+        model = prepare_model(model, config.device, quantize)
         return cls(model, tokenizer, config, precision_note=precision.note)
 
     @classmethod
@@ -392,6 +387,22 @@ class LLMEngine:
         logits = self.prefill(ids)
         self.decode(int(logits.argmax()))
         self.reset()
+
+
+def prepare_model(model: Any, device: str, quantize: str | None) -> Any:
+    """Ready a loaded (or config-built) causal LM for the engine, as `LLMEngine.load` does: move it to
+    `device`, eval mode, no gradients, then, for `quantize="int8"`, the project's int8 Linear layers
+    (`quantize_model`) and row-wise attention, so multi-token forwards stay bit-identical to one-token
+    steps. Returns the model (the same object, modules replaced in place). ValueError as
+    `quantize_model` for a quantisation that cannot run on this model, device or CPU."""
+    model.to(device).eval()
+    model.requires_grad_(False)
+    if quantize is not None:
+        model = quantize_model(model, quantize)
+        from headstart.llm.int8 import enable_rowwise_attention
+
+        enable_rowwise_attention(model)
+    return model
 
 
 def quantize_model(model: Any, mode: str = "int8") -> Any:
