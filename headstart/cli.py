@@ -79,18 +79,16 @@ def build_parser() -> argparse.ArgumentParser:
     mic.add_arguments(mc)
     mc.set_defaults(func=mic.run_from_args)
 
-    from headstart.llm import train_proposal
+    from headstart.training import train_eou, train_proposal
 
     llm = sub.add_parser("llm", help="LLM tools: train-proposal (a proposal head for self-speculative decoding), train-eou")
     llm_sub = llm.add_subparsers(dest="llm_command", required=True)
     tp = llm_sub.add_parser("train-proposal", help="distil an early-exit proposal head from the model's own replies")
     train_proposal.add_arguments(tp)
     tp.set_defaults(func=train_proposal.run_from_args)
-    from headstart.llm import eou_head
-
     te = llm_sub.add_parser("train-eou", help="train the EOU head (end-of-utterance probe on the LLM's last hidden state)")
-    eou_head.add_arguments(te)
-    te.set_defaults(func=lambda args: eou_head.run_from_args(args, bench_texts=_bench_texts))
+    train_eou.add_arguments(te)
+    te.set_defaults(func=train_eou.run_from_args)
 
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)
@@ -105,10 +103,3 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     return int(args.func(args) or 0)
-
-
-def _bench_texts() -> list[str]:
-    """The packaged bench transcripts (`headstart llm train-eou --evaluate-bench`)."""
-    from headstart.bench.data import recordings
-
-    return [r.text for r in recordings()]

@@ -11,9 +11,11 @@ import pytest
 PACKAGE = Path(__file__).resolve().parents[1] / "headstart"
 SHARED = {"audio", "events", "clock", "config", "models"}
 STAGES = ("voice", "llm", "tts")
-# Offline training tools (never imported by a running pipeline) may read the packaged bench prompts:
-# the proposal head's training set holds them out so its report is measured on unseen prompts.
-BENCH_READERS = {"llm/train_proposal.py"}
+# Offline tools, never imported by a running pipeline: the benchmarks and the trainers (training/
+# reads the packaged bench prompts, which its training sets hold out).
+OFFLINE = {"bench", "training"}
+# The only modules that may import the trainers: the command line, the benchmarks and the trainers.
+TRAINING_IMPORTERS = {"cli.py"}
 
 
 def headstart_imports(path: Path) -> set[str]:
@@ -40,9 +42,25 @@ def headstart_imports(path: Path) -> set[str]:
 @pytest.mark.parametrize("stage", STAGES)
 def test_stage_imports_only_shared_modules(stage):
     for path in sorted((PACKAGE / stage).rglob("*.py")):
-        allowed = SHARED | {stage} | ({"bench"} if str(path.relative_to(PACKAGE)) in BENCH_READERS else set())
+        allowed = SHARED | {stage}
         bad = headstart_imports(path) - allowed
         assert not bad, f"{path.relative_to(PACKAGE)} imports headstart.{', headstart.'.join(sorted(bad))}"
+
+
+def test_runtime_llm_imports_no_offline_code():
+    """llm/ is the runtime LLM: the benchmarks and the trainers import it, never the other way (the
+    cycle llm/train_proposal.py -> bench/llm.py -> llm/ ended when the trainers moved to training/)."""
+    for path in sorted((PACKAGE / "llm").rglob("*.py")):
+        bad = headstart_imports(path) & OFFLINE
+        assert not bad, f"{path.relative_to(PACKAGE)} imports headstart.{', headstart.'.join(sorted(bad))}"
+
+
+def test_only_the_command_line_and_offline_code_import_the_trainers():
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] in OFFLINE or str(rel) in TRAINING_IMPORTERS:
+            continue
+        assert "training" not in headstart_imports(path), f"{rel} imports headstart.training (offline code)"
 
 
 def test_shared_modules_import_no_stage():

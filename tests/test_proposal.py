@@ -1,4 +1,4 @@
-"""The proposal head (headstart/llm/proposal.py) and its distillation (headstart/llm/train_proposal.py):
+"""The proposal head (headstart/llm/proposal.py) and its distillation (headstart/training/train_proposal.py):
 training on a tiny model learns (loss falls, held-out agreement rises above the untrained exit), heads
 round-trip through their file, and bad files/layers are clear errors."""
 
@@ -11,7 +11,7 @@ import torch
 
 from headstart.llm.proposal import LayerStack, ProposalHead, load_head, model_key
 from headstart.llm.sampling import Sampling
-from headstart.llm.train_proposal import default_conversations, evaluate, extract_features, train_head
+from headstart.training.train_proposal import default_conversations, evaluate, extract_features, train_head
 from tests.test_selfspec import VOCAB, tiny
 
 

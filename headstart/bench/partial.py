@@ -232,7 +232,7 @@ def _history_curve(args: argparse.Namespace) -> int:
     from headstart.llm.engine import common_prefix_len
     from headstart.llm.history import TurnWindow
     from headstart.llm.stream import with_system_prompt
-    from headstart.llm.train_proposal import EVERYDAY
+    from headstart.training.train_proposal import EVERYDAY
     from headstart.models import resolve_model
 
     folder = resolve_model(args.model)

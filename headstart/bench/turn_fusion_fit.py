@@ -1,7 +1,7 @@
 """Fitting the end-of-turn fusion (headstart/voice/turn_fusion.py) offline: features of scored pause
 rows, the class-balanced logistic fit and its thresholds, and the held-out figures. Used by
 scripts/fit_turn_fusion.py and the tests; it borrows the text EOU head's fitting tools
-(headstart/llm/eou_head.py), so it lives outside voice/ (design.md §2: stages import no other stage).
+(headstart/training/train_eou.py), so it lives outside voice/ (design.md §2: stages import no other stage).
 """
 
 from __future__ import annotations
@@ -26,14 +26,14 @@ def features(rows: Sequence[Mapping], after: str = "0.2") -> tuple[np.ndarray, n
 
 
 def fit(rows: Sequence[Mapping], *, after: str = "0.2", l2: float = 0.05, max_cutoff: float = 0.02) -> FusionWeights:
-    """Fit the weights (class-balanced L2 logistic regression, headstart/llm/eou_head.py `fit_logistic`)
+    """Fit the weights (class-balanced L2 logistic regression, headstart/training/train_eou.py `fit_logistic`)
     and the thresholds (`calibrate_thresholds` of the same module: the least mean silence on complete
     rows with an expected cut-off rate <= `max_cutoff` on the others) on `rows` (see `features`).
 
     Raises:
         ValueError: rows of one class only.
     """
-    from headstart.llm.eou_head import calibrate_thresholds, fit_logistic
+    from headstart.training.train_eou import calibrate_thresholds, fit_logistic
 
     x, y = features(rows, after)
     if y.min() == y.max():
@@ -55,7 +55,7 @@ def evaluate(weights: FusionWeights, rows: Sequence[Mapping], *, after: str = "0
     """Figures of the fusion on `rows`, beside the text head alone with `text_thresholds` (the trained
     qwen2.5-coder-0.5b head's own pair): AUCs, mean silence waited on complete rows, expected cut-off rate
     on the cut rows (pauses uniform in 0.6-1.5 s), and how many of each end at once (`min_silence_s`)."""
-    from headstart.llm.eou_head import auc, expected_cutoff, silence_for
+    from headstart.training.train_eou import auc, expected_cutoff, silence_for
 
     _, y = features(rows, after)
     fused = np.array([weights.probability(r["p_text"], r["p_acoustic"][after], r["text"]) for r in rows])

@@ -11,7 +11,7 @@ simply never made; verification keeps the output exact either way.
 
 Sources: self-speculative / early-exit drafting (Elhoushi et al. 2024, "LayerSkip"; Zhang et al.
 2023, "Draft & Verify"); trained early-exit heads (Schuster et al. 2022, "CALM"); distillation from
-the model's own generations (Zhou et al. 2023, "DistillSpec"). Training lives in train_proposal.py.
+the model's own generations (Zhou et al. 2023, "DistillSpec"). Training lives in headstart/training/train_proposal.py.
 
 `LayerStack` runs any contiguous range of decoder layers of a Llama-style model (Llama, SmolLM2,
 Qwen2, Mistral: `model.model.{embed_tokens, layers, norm, rotary_emb}` + `model.lm_head`) on one new

@@ -1,5 +1,5 @@
-"""Training text for the EOU head (headstart/llm/eou_head.py): complete user turns, and the cut-off
-texts that a pause in the middle of them leaves.
+"""Training text for the EOU head (headstart/llm/eou_head.py, trained by training/train_eou.py):
+complete user turns, and the cut-off texts that a pause in the middle of them leaves.
 
 Two sources, both self-supervised from text (no recordings, nothing from the bench):
 
@@ -411,7 +411,7 @@ def drop_overlap(utterances: Iterable[Utterance], held_out: Sequence[str], min_w
 
 def all_cuts(text: str, source: str = "sentences") -> Utterance:
     """A complete utterance (1) and its cut after every word but the last (0): the labelling the shipped
-    heads were trained with (`eou_head.cut_examples`).
+    heads were trained with (`train_eou.cut_examples`).
 
     Raises:
         ValueError: `text` has no words.

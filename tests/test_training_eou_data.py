@@ -1,12 +1,12 @@
-"""Training text of the EOU head (headstart/llm/eou_data.py): which cuts are negatives, the synthetic short
+"""Training text of the EOU head (headstart/training/eou_data.py): which cuts are negatives, the synthetic short
 turns, and that nothing of the bench (the held-out measure) is trained on. Fast: no model."""
 
 from __future__ import annotations
 
 import pytest
 
-from headstart.llm import eou_data as D
-from headstart.llm import eou_head as H
+from headstart.training import eou_data as D
+from headstart.training import train_eou as T
 
 
 def labels(text: str) -> dict[str, int]:
@@ -61,7 +61,7 @@ def test_no_training_text_overlaps_the_bench_transcripts():
     from headstart.bench.data import recordings
 
     bench = [r.text for r in recordings()]
-    utterances, dropped = D.training_utterances(H.packaged_sentences(), labels="pause-points", seed=0, synthetic=600,
+    utterances, dropped = D.training_utterances(T.packaged_sentences(), labels="pause-points", seed=0, synthetic=600,
                                                 exclude=bench)
     assert D.overlap_with(utterances, bench) == []
     assert dropped > 0  # the check does find something to drop (e.g. "seven of clubs", "he was not")
@@ -78,7 +78,7 @@ def test_no_training_text_overlaps_the_bench_transcripts():
 def test_all_cuts_is_the_shipped_heads_labelling_and_is_the_default():
     assert D.all_cuts("Go home, now.") == D.Utterance("Go home, now", ((1, 0), (2, 0), (3, 1)))
     assert [(D.prefix_text(u.text, k), label) for u in [D.all_cuts("Go home, now.")] for k, label in u.cuts] == \
-        H.cut_examples("Go home, now.")
+        T.cut_examples("Go home, now.")
     plain, dropped = D.training_utterances(["Go home now.", "Turn it off"])
     assert plain == [D.all_cuts("Go home now."), D.all_cuts("Turn it off")] and dropped == 0
     with pytest.raises(ValueError, match="labels must be"):

@@ -1,4 +1,4 @@
-"""Training data for the proposal head at scale (headstart/llm/train_proposal.py, proposal_prompts.py):
+"""Training data for the proposal head at scale (headstart/training/train_proposal.py, proposal_prompts.py):
 the batched, shared-prefix generation gives the same replies as a plain greedy loop and the same
 features as the teacher-forced pass; shards cache and reload; the data-size cut keeps the held-out set
 and whole conversations; the draft-acceptance arithmetic; the composed prompts are distinct,
@@ -11,8 +11,8 @@ import random
 import pytest
 import torch
 
-from headstart.llm.proposal_prompts import similarity, spoken_conversations
-from headstart.llm.train_proposal import (
+from headstart.training.proposal_prompts import similarity, spoken_conversations
+from headstart.training.train_proposal import (
     Features,
     _parse_sizes,
     cached_generate_features,

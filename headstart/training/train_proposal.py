@@ -1,4 +1,4 @@
-"""Distil a proposal head (proposal.py) from the model's own greedy replies, on CPU, in minutes.
+"""Distil a proposal head (headstart/llm/proposal.py) from the model's own greedy replies, on CPU, in minutes.
 
 1. Data: the model answers varied spoken-style prompts greedily (our system prompt; everyday questions,
    the bench's speech transcripts as user turns, follow-ups in a multi-turn chat, and any number of
@@ -685,7 +685,7 @@ def run_from_args(args: Any) -> int:
 
     from headstart.config import LLMConfig
     from headstart.llm.proposal import default_head_path, model_key
-    from headstart.llm.proposal_prompts import spoken_conversations
+    from headstart.training.proposal_prompts import spoken_conversations
     from headstart.models import ModelError, cache_dir, resolve_model
 
     if args.threads < 1 or args.epochs < 1 or args.max_new_tokens < 2 or args.synthetic < 0 or args.batch_size < 1:
