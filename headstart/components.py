@@ -71,6 +71,19 @@ class Components:
                 self._eou_models[kind] = _make_eou_model(kind, self.llm, self.config.llm.model)
             return self._eou_models[kind]
 
+    def eou_plan(self, config: PipelineConfig | None = None):
+        """The EOU signal sessions on `config` (default: this one) use, resolved once into a frozen
+        `headstart.eou_service.EOUPlan` (model, and the thresholds its probabilities are read on);
+        `load` resolves it for its config. Raises ValueError for an unknown `SessionConfig.eou`."""
+        from headstart.eou_service import resolve_eou
+
+        config = config or self.config
+        key = ("plan", config.session.eou, config.endpoint)
+        plan = self._eou_models.get(key)
+        if plan is None:
+            plan = self._eou_models[key] = resolve_eou(self, config)
+        return plan
+
     @classmethod
     def load(cls, config: PipelineConfig, log: Callable[[str], None] = lambda _: None) -> Components:
         """Load and warm up the ASR, LLM and TTS models named in `config`. Never downloads.
@@ -127,8 +140,10 @@ class Components:
             log(f"loading end-of-turn model {config.endpoint.acoustic_model}")
             acoustic = SmartTurn(acoustic_path, threads=1)
             acoustic.completion_probability(np.zeros(16000, np.float32))  # the first call pays set-up costs
-        return cls(config=config, asr=asr, llm=llm, tts=tts, decoder=decoder, llm_exactness=exactness,
-                   speculative_off_reason=speculative_off, acoustic_eou=acoustic)
+        components = cls(config=config, asr=asr, llm=llm, tts=tts, decoder=decoder, llm_exactness=exactness,
+                         speculative_off_reason=speculative_off, acoustic_eou=acoustic)
+        components.eou_plan()  # the EOU model and its thresholds, once, before any session
+        return components
 
     def llm_info(self) -> dict:
         """What the session reports of its LLM (`session.started`'s "llm"): model, precision
