@@ -10,7 +10,7 @@ import sys
 # `headstart bench NAME`: modules in headstart/bench/ with add_arguments(parser) and run_from_args(args).
 BENCHES = {
     "asr": "WER, partial latency, final and end-of-turn delay, false cut-offs, RTF of the listening stage",
-    "llm": "TTFT cold vs incremental vs preemptive, decode tok/s per drafter, answer quality",
+    "llm": "TTFT cold vs incremental vs the head start (LiveTurn), decode tok/s per drafter, answer quality",
     "answers": "spoken-answer quality per kind, model and system prompt: content, spoken form, decode speed",
     "tts": "time to first audio of the first clause and RTF per TTS engine",
     "partial": "partial-layer streaming: self-speculative decoding and early exit with a trained proposal head",

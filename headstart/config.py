@@ -172,8 +172,6 @@ class LLMConfig:
     # 0.89x (k=4) for the int8 target, the drafter's prompt prefill excluded: docs/llm.md).
     draft_quantize: str | None = "auto"
     speculate_k: int = 4
-    # Preemptive reply: at most this many tokens are generated and held before end of turn.
-    preemptive_max_tokens: int = 8
     # Bounded history for long sessions (llm/history.py): the completed turns kept in the prompt, in
     # tokens; older whole turns are dropped between turns (down to 75 %), the system prompt and the turn
     # in progress always stay. "auto": what fits the model's context besides the reply, the system prompt

@@ -11,7 +11,7 @@ import pytest
 
 from headstart.bench import llm as bench
 
-KEYS = {"ttft_cold_s", "ttft_incremental_s", "ttft_preemptive_s", "ttft_reduction", "decode_tok_per_s",
+KEYS = {"ttft_cold_s", "ttft_incremental_s", "ttft_head_start_s", "ttft_reduction", "decode_tok_per_s",
         "acceptance_rate", "mean_accepted", "speedup", "exact", "model", "threads"}
 
 
@@ -51,6 +51,9 @@ def test_a_small_run_prints_the_json_line(capsys):
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert KEYS <= set(result)
     assert result["ttft_incremental_s"] < result["ttft_cold_s"]
+    # the session's path (LiveTurn on the llm executor) keeps the incremental prefill's gain
+    assert result["ttft_head_start_s"] < result["ttft_cold_s"]
+    assert set(result["ttft_reduction"]) == {"incremental", "head_start"}
     # prompt lookup always; a self_speculative row too where a proposal head is trained for the model
     # (`headstart llm train-proposal`: it depends on this machine's cache); every method exact
     assert result["exact"]["prompt_lookup"] is True

@@ -1,7 +1,8 @@
-"""Incremental prefill from partial transcripts and preemptive replies on the real SmolLM2-135M in
-float32: the cache after word-by-word partials gives the one-shot logits, a held reply adopted on a
-hit yields exactly what a fresh run yields, a miss is rolled back and regenerated, the stale-cache
-guard fires, and in the async form confirmed work overtakes preemptive work."""
+"""Incremental prefill from partial transcripts on the real SmolLM2-135M in float32 (llm/turn.py,
+llm/live.py): the cache after word-by-word partials gives the one-shot logits, a changed word is rolled
+back, and in the async form (`LiveTurn`, as the session drives it) the reply after the partials is
+exactly the fresh reply, also when an EOU estimate or another prompt used the cache in between, and
+the reply overtakes partial updates still queued."""
 
 from __future__ import annotations
 
@@ -13,14 +14,12 @@ import pytest
 import torch
 
 from headstart.config import LLMConfig, ThreadPlan
-from headstart.events import ReplyDone, TokenDelta
+from headstart.events import ReplyDone
 from headstart.llm.engine import LLMEngine
 from headstart.llm.live import LiveTurn
-from headstart.llm.sampling import Sampling
 from headstart.llm.shaping import SentenceBudget, ends_sentence
-from headstart.llm.speculative import Decoder, PromptLookupDrafter
 from headstart.llm.stream import generate_stream, llm_executor
-from headstart.llm.turn import PreemptionStats, TurnPrefill, TurnState, stable_text
+from headstart.llm.turn import TurnPrefill, stable_text
 
 MODEL = "smollm2-135m"
 CONFIG = LLMConfig(model=MODEL, dtype="float32", max_new_tokens=16, soft_max_tokens=None,
@@ -52,11 +51,6 @@ def _partials(text: str) -> list[str]:
         word = words[i - 1]
         out += [" ".join(words[: i - 1] + [word[: max(1, len(word) // 2)]]), " ".join(words[:i])]
     return out
-
-
-def _fresh(engine: LLMEngine, prompt: list[int], n: int = 16, sampling: Sampling = Sampling()) -> list[int]:
-    engine.reset()
-    return list(engine.generate(prompt, n, sampling))
 
 
 def test_stable_text_drops_the_growing_last_word():
@@ -99,76 +93,6 @@ def test_a_partial_that_changes_an_earlier_word_is_rolled_back(engine):
     torch.testing.assert_close(engine.prefill(final), _fresh_logits(engine, final), rtol=1e-4, atol=1e-4)
 
 
-@pytest.mark.parametrize("sampling", [Sampling(), Sampling(temperature=0.9, top_p=0.95, seed=11)])
-def test_a_preemptive_hit_yields_exactly_what_a_fresh_run_yields(engine, sampling):
-    engine.reset()
-    stats = PreemptionStats()
-    state = TurnState(Decoder(engine), HISTORY, 16, sampling, stats)
-    for text in _partials(FINAL)[:-1]:
-        state.update(text)
-    state.preempt(FINAL)
-    while state.preempt_step(max_held_tokens=5):
-        pass
-    assert len(state.preemptive.held) == 5
-    state.update(FINAL)  # the same text again: the held reply stays
-    prompt, tokens, adopted = state.finish(FINAL)
-    got = list(tokens)
-    assert adopted == 5 and (stats.hits, stats.misses, stats.wasted_tokens) == (1, 0, 0)
-    assert got == _fresh(engine, prompt, 16, sampling)
-
-
-def test_a_preemptive_miss_is_rolled_back_and_regenerated(engine):
-    engine.reset()
-    stats = PreemptionStats()
-    state = TurnState(Decoder(engine), HISTORY, 16, Sampling(), stats)
-    state.preempt("What is the capital of Spain")
-    while state.preempt_step(max_held_tokens=4):
-        pass
-    prompt, tokens, adopted = state.finish(FINAL)
-    got = list(tokens)
-    assert adopted == 0 and (stats.hits, stats.misses, stats.wasted_tokens) == (0, 1, 4)
-    assert got == _fresh(engine, prompt)
-    assert "Paris" in engine.tokenizer.decode(got)
-
-
-def test_speech_that_goes_on_drops_the_held_reply(engine):
-    engine.reset()
-    stats = PreemptionStats()
-    state = TurnState(Decoder(engine), HISTORY, 16, Sampling(), stats)
-    state.preempt("What is the capital")
-    state.preempt_step(3)
-    state.preempt_step(3)
-    state.update("What is the capital of France")
-    assert state.preemptive is None and (stats.misses, stats.wasted_tokens) == (1, 2)
-    prompt, tokens, _ = state.finish(FINAL)
-    assert list(tokens) == _fresh(engine, prompt)
-
-
-def test_the_stale_cache_guard_fires_for_a_held_reply(engine):
-    engine.reset()
-    stats = PreemptionStats()
-    state = TurnState(Decoder(engine), HISTORY, 16, Sampling(), stats)
-    state.preempt(FINAL)
-    state.preempt_step(8)
-    state.preempt_step(8)
-    # Someone else uses the engine meanwhile: the held reply must not extend that cache.
-    engine.prefill(engine.render_prompt([{"role": "user", "content": "Something else entirely"}]))
-    assert state.preempt_step(8) is False
-    assert state.preemptive is None and stats.misses == 1
-    prompt, tokens, adopted = state.finish(FINAL)
-    assert adopted == 0 and list(tokens) == _fresh(engine, prompt)
-
-
-def test_a_preemptive_hit_with_prompt_lookup_is_exact(engine):
-    engine.reset()
-    state = TurnState(Decoder(engine, PromptLookupDrafter()), HISTORY, 16, Sampling())
-    state.preempt(FINAL)
-    while state.preempt_step(6):
-        pass
-    prompt, tokens, adopted = state.finish(FINAL)
-    assert adopted == 6 and list(tokens) == _fresh(engine, prompt)
-
-
 def test_sentence_budget():
     assert ends_sentence("Paris is the capital.") and ends_sentence('He said "yes!" ')
     assert ends_sentence("First line\n") and ends_sentence("東京です。")
@@ -199,8 +123,9 @@ async def _collect(stream) -> list:
     return await asyncio.wait_for(run(), HANG_GUARD_S)
 
 
-def test_live_turn_hit_streams_the_fresh_reply_at_once(engine, executor):
-    config = replace(CONFIG, preemptive_max_tokens=4)
+@pytest.mark.parametrize("sampling", [{}, {"temperature": 0.9, "top_p": 0.95, "seed": 11}])
+def test_live_turn_reply_after_the_partials_is_the_fresh_reply(engine, executor, sampling):
+    config = replace(CONFIG, **sampling)
 
     async def fresh():
         engine.reset()
@@ -209,63 +134,67 @@ def test_live_turn_hit_streams_the_fresh_reply_at_once(engine, executor):
 
     async def live():
         engine.reset()
-        stats = PreemptionStats()
-        turn = LiveTurn(engine, HISTORY, config, executor, stats=stats)
-        for text in _partials(FINAL):
+        turn = LiveTurn(engine, HISTORY, config, executor)
+        for text in ["", *_partials(FINAL)]:  # the session's pre-warm, then the partials
             turn.update(text)
-        turn.preempt(FINAL)
-        await asyncio.wait_for(turn.wait_idle(), HANG_GUARD_S)
-        assert turn.held_tokens == 4 and not turn.errors
+            await asyncio.wait_for(turn.wait_idle(), HANG_GUARD_S)
+        prefilled = engine.num_tokens
         stream = turn.reply(FINAL)
         events = await _collect(stream)
         with pytest.raises(RuntimeError):
             turn.update("more")  # the turn is over
-        return events, stream.stats, stats
+        return events, stream.stats, prefilled
 
     expected = asyncio.run(fresh())
-    events, reply_stats, stats = asyncio.run(live())
+    events, stats, prefilled = asyncio.run(live())
     assert events == expected
     assert isinstance(events[-1], ReplyDone) and "Paris" in events[-1].text
-    assert reply_stats.num_adopted_tokens == 4 and (stats.hits, stats.misses) == (1, 0)
+    assert stats.num_prompt_tokens - prefilled <= 8  # only the tail was left for the reply
 
 
-def test_confirmed_reply_overtakes_queued_preemptive_work(engine, executor):
-    config = replace(CONFIG, preemptive_max_tokens=1000)
-    gate = threading.Event()
+@pytest.mark.parametrize("intruder", ["other_prompt", "eou_style_prefix"])
+def test_live_turn_reply_after_someone_else_used_the_cache_is_the_fresh_reply(engine, executor, intruder):
+    """Between the partials and the reply, the shared engine ran another prompt (another session) or
+    the EOU estimate (the same prompt up to the user's text): the reply is still exactly the fresh one."""
 
     async def main():
         engine.reset()
-        stats = PreemptionStats()
-        turn = LiveTurn(engine, HISTORY, config, executor, stats=stats)
+        fresh = await _collect(generate_stream(engine, [*HISTORY[1:], {"role": "user", "content": FINAL}],
+                                               CONFIG, executor))
+        engine.reset()
+        turn = LiveTurn(engine, HISTORY, CONFIG, executor)
+        for text in _partials(FINAL):
+            turn.update(text)
+        await asyncio.wait_for(turn.wait_idle(), HANG_GUARD_S)
+        if intruder == "other_prompt":
+            engine.prefill(engine.render_prompt([{"role": "user", "content": "Tell me a joke."}]))
+        else:
+            engine.prefill(engine.render_prompt([*HISTORY, {"role": "user", "content": FINAL}],
+                                                add_generation_prompt=False)[:-2])
+        return fresh, await _collect(turn.reply(FINAL))
+
+    fresh, got = asyncio.run(main())
+    assert got == fresh
+
+
+def test_the_reply_overtakes_partial_updates_still_queued(engine, executor, monkeypatch):
+    gate = threading.Event()
+    synced: list[tuple[int, ...]] = []
+    sync_to = engine.sync_to
+    monkeypatch.setattr(engine, "sync_to", lambda ids: synced.append(tuple(ids)) or sync_to(ids))
+
+    async def main():
+        engine.reset()
+        turn = LiveTurn(engine, HISTORY, CONFIG, executor)
         blocker = asyncio.get_running_loop().run_in_executor(executor, gate.wait)
-        turn.update("What is the capital of")
-        turn.preempt("What is the capital of Spain?")
-        stream = turn.reply(FINAL)  # confirmed while the preemptive work is still queued
+        turn.update("What is the capital of Spain and")  # queued behind the blocker
+        stream = turn.reply(FINAL)  # the reply is asked for while that update is still queued
         gate.set()
         await blocker
-        return await _collect(stream), stream.stats, stats
-
-    events, reply_stats, stats = asyncio.run(main())
-    assert "Paris" in events[-1].text
-    assert reply_stats.num_adopted_tokens == 0 and (stats.hits, stats.misses, stats.wasted_tokens) == (0, 0, 0)
-
-
-def test_live_turn_preemption_yields_between_tokens(engine, executor):
-    config = replace(CONFIG, preemptive_max_tokens=1000, max_new_tokens=200)
-
-    async def main():
-        engine.reset()
-        stats = PreemptionStats()
-        turn = LiveTurn(engine, HISTORY, config, executor, stats=stats)
-        turn.preempt("Tell me a very long story about a robot.")
-        while turn.held_tokens < 3:
-            await asyncio.sleep(0.01)
-        stream = turn.reply(FINAL)  # a miss, confirmed mid-preemption
         events = await _collect(stream)
-        return events, stats
+        return events, turn.errors
 
-    events, stats = asyncio.run(main())
-    assert isinstance(events[-1], ReplyDone) and "Paris" in events[-1].text
-    assert stats.misses == 1 and 3 <= stats.wasted_tokens < 200  # it stopped within a token or so
-    assert all(isinstance(e, TokenDelta) for e in events[:-1])
-
+    events, errors = asyncio.run(main())
+    assert "Paris" in events[-1].text and not errors
+    spain = tuple(TurnPrefill(engine, HISTORY).stable_ids("What is the capital of Spain and"))
+    assert spain not in synced  # the queued update never prefilled its text

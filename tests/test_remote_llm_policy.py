@@ -373,30 +373,6 @@ def test_warmup_off_sends_none_and_failed_warmups_never_touch_the_reply():
     assert len(engine.requests) == 2  # one failed warm-up, one reply; no warm-up with warmup=0
 
 
-def test_a_held_reply_is_adopted_on_a_hit_and_cancelled_on_a_miss():
-    engine = FakeEngine(stream_then(["Early"], "hang"), answer(["Fresh."]))
-
-    async def main():
-        llm = remote(engine, stall_timeout_s=30)
-        hit_turn = llm.live_turn([], CONFIG)
-        hit_turn.preempt("Is it late?")
-        await asyncio.sleep(0.05)
-        held = hit_turn.reply("Is it late?")
-        first = await held.__aiter__().__anext__()
-        held.cancel()
-        miss_turn = llm.live_turn([], CONFIG)
-        miss_turn.preempt("Is it")
-        await asyncio.sleep(0)
-        events = await collect(miss_turn.reply("Is it late now?"))
-        return llm, held, first, events
-
-    llm, held, first, events = run(main())
-    assert first == TokenDelta("Early") and held.stats.num_adopted_tokens == 1
-    assert events[-1].text == "Fresh."
-    assert (llm.stats.hits, llm.stats.misses) == (1, 1)
-    assert engine.requests[-1]["body"]["messages"][-1]["content"] == "Is it late now?"
-
-
 def test_a_closed_turn_refuses_more_work():
     engine = FakeEngine(answer(["x"]))
 

@@ -1,8 +1,11 @@
 """`headstart bench llm --model NAME [--json]`: the streaming-token core, measured side by side.
 
 - TTFT after end of turn on a ~300-token conversation: cold (whole prompt prefilled at end of
-  turn) vs incremental (partials prefilled while the user spoke; only the tail remains) vs a
-  preemptive hit (a held reply adopted at once); `logits_to_keep=1` on every side.
+  turn) vs incremental (partials prefilled while the user spoke; only the tail remains:
+  `TurnPrefill`, synchronous) vs the head start as the session runs it (a `LiveTurn` opened on the
+  chat, `update("")` then one `update` per partial on the llm executor, then `reply(final)`: request
+  to first token of its `ReplyStream`); `logits_to_keep=1` on every side. A held reply is this same
+  `reply` started before the end of turn (`bench conversation` measures what it buys end to end).
 - Decode tokens/s: plain vs each drafter (prompt lookup; a draft model when one is given or known
   for the model), with acceptance rate, mean accepted draft tokens per verify step, speedup and
   whether the tokens equal plain greedy exactly.
@@ -102,55 +105,75 @@ def _partials(text: str) -> list[str]:
 
 
 def _ttft(engine, config, repeats: int, log) -> dict[str, float]:
+    import asyncio
+
     from headstart.llm.sampling import Sampling
     from headstart.llm.speculative import Decoder
-    from headstart.llm.stream import with_system_prompt
-    from headstart.llm.turn import TurnState
+    from headstart.llm.stream import llm_executor, with_system_prompt
+    from headstart.llm.turn import TurnPrefill
 
     history = with_system_prompt(CONVERSATION, config.system_prompt)
     sampling = Sampling()
-    cold, incremental, preemptive, tails = [], [], [], []
-    prompt = None
-    for _ in range(repeats):
-        # Cold: everything is prefilled after end of turn.
-        state = TurnState(Decoder(engine), history, config.max_new_tokens, sampling)
-        prompt = state.prefill.prompt_ids(FINAL_USER_TEXT)
-        engine.reset()
-        t0 = time.perf_counter()
-        first_cold = next(Decoder(engine).generate(prompt, 1, sampling))
-        cold.append(time.perf_counter() - t0)
-        # Incremental: partials while the user spoke.
-        engine.reset()
-        for text in _partials(FINAL_USER_TEXT):
-            state.update(text)
-        tails.append(len(prompt) - engine.num_tokens)
-        t0 = time.perf_counter()
-        _, tokens, _ = state.finish(FINAL_USER_TEXT)
-        first_inc = next(tokens)
-        incremental.append(time.perf_counter() - t0)
-        tokens.close()
-        # Preemptive hit: a reply held on the hypothesis that turned out final.
-        engine.reset()
-        state = TurnState(Decoder(engine), history, config.max_new_tokens, sampling)
-        for text in _partials(FINAL_USER_TEXT):
-            state.update(text)
-        state.preempt(FINAL_USER_TEXT)
-        while state.preempt_step(config.preemptive_max_tokens):
-            pass
-        t0 = time.perf_counter()
-        _, tokens, adopted = state.finish(FINAL_USER_TEXT)
-        first_pre = next(tokens)
-        preemptive.append(time.perf_counter() - t0)
-        tokens.close()
-        if not (first_cold == first_inc == first_pre) or adopted == 0:
-            log(f"warning: first tokens differ or nothing adopted: {first_cold} {first_inc} {first_pre} {adopted}")
+    cold, incremental, head_start, tails = [], [], [], []
+    prefill = TurnPrefill(engine, history)
+    prompt = prefill.prompt_ids(FINAL_USER_TEXT)
+    executor = llm_executor()
+    try:
+        for _ in range(repeats):
+            # Cold: everything is prefilled after end of turn.
+            engine.reset()
+            t0 = time.perf_counter()
+            first_cold = next(Decoder(engine).generate(prompt, 1, sampling))
+            cold.append(time.perf_counter() - t0)
+            # Incremental: partials while the user spoke (synchronous), then the tail.
+            engine.reset()
+            prefill = TurnPrefill(engine, history)
+            for text in _partials(FINAL_USER_TEXT):
+                prefill.update(text)
+            tails.append(len(prompt) - engine.num_tokens)
+            t0 = time.perf_counter()
+            tokens = Decoder(engine).generate(prompt, config.max_new_tokens, sampling)
+            first_inc = next(tokens)
+            incremental.append(time.perf_counter() - t0)
+            tokens.close()
+            # The head start as the session runs it: a LiveTurn on the llm executor.
+            engine.reset()
+            ttft, first_text = asyncio.run(_head_start_ttft(engine, history, config, executor))
+            head_start.append(ttft)
+            if first_cold != first_inc or not first_text:
+                log(f"warning: first tokens differ or no reply: {first_cold} {first_inc} {first_text!r}")
+    finally:
+        executor.shutdown(wait=True)
     return {
         "prompt_tokens": len(prompt),
         "tail_tokens": int(statistics.median(tails)),
         "ttft_cold_s": statistics.median(cold),
         "ttft_incremental_s": statistics.median(incremental),
-        "ttft_preemptive_s": statistics.median(preemptive),
+        "ttft_head_start_s": statistics.median(head_start),
     }
+
+
+async def _head_start_ttft(engine, history, config, executor) -> tuple[float, str]:
+    """One user turn through `LiveTurn` as the session drives it (headstart/session.py): opened on the
+    chat and pre-warmed with `update("")` while the agent is silent, one `update` per partial (each
+    awaited: partials come ~0.4 s apart and a few words prefill faster), then `reply(final)`. Returns
+    (request to first token in seconds, the first token's text)."""
+    from headstart.events import TokenDelta
+
+    turn = engine.live_turn(history, config, executor)
+    for text in ["", *_partials(FINAL_USER_TEXT)]:
+        turn.update(text)
+        await turn.wait_idle()
+    if turn.errors:
+        raise turn.errors[0]
+    stream = turn.reply(FINAL_USER_TEXT)
+    first = ""
+    async for event in stream:
+        if isinstance(event, TokenDelta) and not first:
+            first = event.text
+            stream.cancel()
+    await stream.wait_finished()
+    return stream.stats.ttft_s, first
 
 
 def _decode(engine, config, methods: dict, n_tokens: int, log) -> dict[str, dict]:
@@ -366,10 +389,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         "tail_tokens": ttft["tail_tokens"],
         "ttft_cold_s": round(cold, 4),
         "ttft_incremental_s": round(ttft["ttft_incremental_s"], 4),
-        "ttft_preemptive_s": round(ttft["ttft_preemptive_s"], 4),
+        "ttft_head_start_s": round(ttft["ttft_head_start_s"], 4),
         "ttft_reduction": {
             "incremental": round(ttft["ttft_incremental_s"] / cold, 4),
-            "preemptive": round(ttft["ttft_preemptive_s"] / cold, 4),
+            "head_start": round(ttft["ttft_head_start_s"] / cold, 4),
         },
         "decode_tok_per_s": {k: round(v["tok_per_s"], 2) for k, v in decode.items()},
         "acceptance_rate": {k: _round(v["acceptance_rate"]) for k, v in decode.items() if k != "plain"},
@@ -412,7 +435,7 @@ def _print_table(result: dict, decode: dict, quality: dict | None) -> None:
           f"load {cpu['load_avg_1m']}; self-test: {'exact' if result['selftest']['exact'] else 'NOT exact'}")
     print(f"{'TTFT after end of turn':<28}{'seconds':>10}{'of cold':>10}")
     for name, key in (("cold prefill", "ttft_cold_s"), ("incremental prefill", "ttft_incremental_s"),
-                      ("preemptive hit", "ttft_preemptive_s")):
+                      ("head start (LiveTurn)", "ttft_head_start_s")):
         print(f"{name:<28}{result[key]:>10.4f}{result[key] / cold:>10.1%}")
     target = result["quantize"] or {"float32": "fp32"}.get(result["dtype"], result["dtype"])
     print(f"\n{'decode':<16}{'tok/s':>8}{'speedup':>9}{'accept':>8}{'mean acc':>10}{'exact':>7}{'off':>5}"

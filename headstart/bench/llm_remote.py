@@ -7,8 +7,9 @@ serving engine (headstart/llm/remote.py), as TTFT after the end of the user's tu
   plain request at end of turn, what any client of a prefix-caching engine gets;
 - warm-up: partial transcripts (the user's text growing word by word) were sent as one-token
   warm-up requests while the user spoke, so only the tail is prefilled at end of turn;
-- preemptive: after the warm-ups, the reply was requested (streaming) `--lead-ms` before the end of
-  turn, as the held reply is; the figure is end of turn -> first token (0 when it was already there).
+- preemptive: after the warm-ups, the turn's reply was requested (streaming) `--lead-ms` before the
+  end of turn, as the session's held reply is (`RemoteTurn.reply(hypothesis)`, released on a hit); the
+  figure is end of turn -> first token (0 when it was already there).
 
 Each repeat uses a fresh system prompt (a nonce) so nothing carries over between repeats, and a
 one-token request on another user text before each measurement leaves the engine's cache holding
@@ -97,10 +98,9 @@ async def _measure(llm, config: LLMConfig, repeats: int, lead_s: float, tokens: 
         for text in _partials(FINAL_USER_TEXT):
             turn.update(text)
             await turn.wait_idle()
-        turn.preempt(FINAL_USER_TEXT)
+        stream: RemoteReplyStream = turn.reply(FINAL_USER_TEXT)  # the held reply, on the hypothesis
         await asyncio.sleep(lead_s)
-        end_of_turn_s = time.perf_counter()
-        stream: RemoteReplyStream = turn.reply(FINAL_USER_TEXT)  # a hit: the held request goes on
+        end_of_turn_s = time.perf_counter()  # a hit: the held request goes on
         ttft, _ = await _first_token(stream, tokens)
         first_at = stream.stats.first_token_at_s
         preemptive.append(None if first_at is None else max(0.0, first_at - end_of_turn_s))

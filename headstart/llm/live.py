@@ -1,19 +1,14 @@
 """The async form of one user turn (turn.py) for the session: partial transcripts prefill the KV
-cache while the user speaks, a reply can be started and held on a hypothesis, and the confirmed
-reply at end of turn streams like any `ReplyStream`.
+cache while the user speaks, and the reply streams like any `ReplyStream`.
 
-Which path the session uses: `update` on every partial, and for the preemptive reply `reply(hypothesis)`
-inside a *held* session Reply (headstart/session.py): its tokens are generated and its first clause is
-synthesised ahead, none of it leaves until the end of turn confirms the hypothesis (else it is
-cancelled and the turn's reply is generated from a new LiveTurn). `preempt` (tokens held here, adopted by
-`reply` on equal prompt tokens) is the LLM-only form, for callers without a TTS stage (the LLM benchmark's
-turn simulation uses its synchronous twin, `TurnState.preempt`); the session does not use it because
-held tokens alone cannot be synthesised ahead.
+How the session uses it: `update` on every partial (and `update("")` before the user's words, to
+prefill the chat the turn follows), then `reply(text)` once: at the end of turn, or earlier for the
+head start's *held* reply (headstart/session.py: its tokens are generated and its first clause is
+synthesised ahead, none of it leaves until the end of turn confirms `text`, else it is cancelled and
+the turn's reply is generated from a new LiveTurn).
 
-All model work runs on the single "llm" executor. Confirmed work has priority over preemptive work:
-a held reply is generated one token per executor job, and each job first checks whether the turn
-was confirmed (or closed), so a confirmed reply waits for at most one token step. Partial updates
-coalesce: only the newest text is prefilled when the thread gets to it.
+All model work runs on the single "llm" executor. Partial updates coalesce: only the newest text is
+prefilled when the thread gets to it, and updates still queued when the reply is asked for do nothing.
 """
 
 from __future__ import annotations
@@ -29,7 +24,7 @@ from headstart.llm.engine import LLMEngine
 from headstart.llm.sampling import Sampling
 from headstart.llm.speculative import Decoder
 from headstart.llm.stream import ReplyStream, with_system_prompt
-from headstart.llm.turn import PreemptionStats, TurnState
+from headstart.llm.turn import TurnPrefill
 
 __all__ = ["LiveTurn"]
 
@@ -39,14 +34,11 @@ class LiveTurn:
     then call, from the event loop:
 
     - `update(text)` on each partial transcript (non-blocking; coalesced);
-    - `preempt(text)` to generate and hold a reply on a hypothesised final transcript (non-blocking;
-      at most `config.preemptive_max_tokens` tokens are held; a newer call replaces the hypothesis);
-    - `reply(final_text)` at end of turn: a `ReplyStream` that adopts the held reply at once when
-      the final prompt tokens equal the hypothesis', else rolls back and generates; or
-    - `close()` when the turn ends without a reply (drops a held reply).
+    - `reply(text)` once: a `ReplyStream` that prefills only what the cache lacks, then generates; or
+    - `close()` when the turn ends without a reply.
 
     `messages_before`: system message (optional; `config.system_prompt` is put first otherwise)
-    and history. `stats` is shared across turns to count hits, misses and wasted tokens.
+    and history.
     """
 
     def __init__(
@@ -57,7 +49,6 @@ class LiveTurn:
         executor: Executor,
         clock: Clock | None = None,
         decoder: Decoder | None = None,
-        stats: PreemptionStats | None = None,
     ) -> None:
         self._loop = asyncio.get_running_loop()
         self._engine = engine
@@ -68,13 +59,11 @@ class LiveTurn:
         decoder = decoder if decoder is not None else Decoder(engine)
         if decoder.engine is not engine:
             raise ValueError("the decoder must wrap the same engine")
-        self.stats = stats if stats is not None else PreemptionStats()
-        self._state = TurnState(decoder, self._messages_before, config.max_new_tokens,
-                                Sampling.from_config(config), self.stats)
+        self._decoder = decoder
+        self._prefill = TurnPrefill(engine, self._messages_before)
         self._lock = threading.Lock()
         self._latest_text: str | None = None
         self._update_queued = False
-        self._preempt_generation = 0
         self._confirmed = threading.Event()  # set by reply()/close(): background work stops
         self._pending: set[asyncio.Future] = set()
         self.errors: list[BaseException] = []  # failures of background work (the reply recomputes)
@@ -106,18 +95,9 @@ class LiveTurn:
             self._update_queued = True
         self._submit(self._run_update)
 
-    def preempt(self, hypothesis_text: str) -> None:
-        """Start generating and holding a reply to `hypothesis_text`, in the background."""
-        if not isinstance(hypothesis_text, str):
-            raise ValueError(f"hypothesis text must be a str, got {hypothesis_text!r}")
-        self._check_open()
-        self._preempt_generation += 1
-        generation = self._preempt_generation
-        self._submit(lambda: self._run_preempt(hypothesis_text, generation))
-
     def reply(self, final_text: str) -> ReplyStream:
-        """End of turn: the confirmed reply to `final_text`, as a stream (see `ReplyStream`);
-        `stream.stats.num_adopted_tokens` > 0 when a held reply was adopted."""
+        """The reply to `final_text`, as a stream (see `ReplyStream`): the prompt's tail (what the
+        partials did not prefill) is prefilled on the llm thread, then the reply is generated."""
         if not isinstance(final_text, str):
             raise ValueError(f"final text must be a str, got {final_text!r}")
         self._check_open()
@@ -125,29 +105,18 @@ class LiveTurn:
         messages = [*self._messages_before, {"role": "user", "content": final_text}]
         return ReplyStream(
             self._engine, messages, self._config, self._executor, self._clock,
-            source=lambda: self._state.finish(final_text),
+            source=lambda: self._tokens(final_text),
         )
 
     def close(self) -> None:
-        """The turn ends without a reply (e.g. the user went on speaking: a new turn follows).
-        Drops a held reply, counted as a miss. Idempotent."""
-        if self._confirmed.is_set():
-            return
+        """The turn ends without a reply (e.g. the user went on speaking: a new turn follows); updates
+        still queued do nothing. Idempotent."""
         self._confirmed.set()
-        future = self._loop.run_in_executor(self._executor, self._state.close)
-        self._pending.add(future)
-        future.add_done_callback(self._pending.discard)
 
     async def wait_idle(self) -> None:
-        """Wait until the background work submitted so far (and the held tokens it chains) is done."""
+        """Wait until the background work submitted so far is done."""
         while self._pending:
             await asyncio.gather(*list(self._pending), return_exceptions=True)
-
-    @property
-    def held_tokens(self) -> int:
-        """Tokens of the held reply so far (read from the llm thread's state; approximate)."""
-        reply = self._state.preemptive
-        return len(reply.held) if reply is not None else 0
 
     def _check_open(self) -> None:
         if self._confirmed.is_set():
@@ -160,17 +129,10 @@ class LiveTurn:
             text, self._latest_text = self._latest_text, None
             self._update_queued = False
         if text is not None:
-            self._state.update(text)
+            self._prefill.update(text)
 
-    def _run_preempt(self, text: str, generation: int) -> None:
-        if generation != self._preempt_generation:
-            return  # a newer hypothesis replaced this one
-        self._state.preempt(text)
-        self._run_preempt_step(generation)
-
-    def _run_preempt_step(self, generation: int) -> None:
-        if generation != self._preempt_generation:
-            return
-        if self._state.preempt_step(self._config.preemptive_max_tokens):
-            # One token per job: anything the event loop queued meanwhile runs before the next one.
-            self._loop.call_soon_threadsafe(self._submit, lambda: self._run_preempt_step(generation))
+    def _tokens(self, final_text: str):
+        """(prompt ids, reply tokens) for `final_text`: the decoder's prefill keeps the longest common
+        prefix of the cache and the prompt, so only the tail is computed."""
+        prompt = self._prefill.prompt_ids(final_text)
+        return prompt, self._decoder.generate(prompt, self._config.max_new_tokens, Sampling.from_config(self._config))

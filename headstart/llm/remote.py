@@ -5,15 +5,16 @@ It plugs in where the local engine does (duck-typed): `RemoteLLM.reply_stream(..
 `RemoteReplyStream` shaped like `headstart.llm.stream.ReplyStream` (async-iterate `TokenDelta`s then
 one `ReplyDone`, `LLMError` on failure, `cancel()` out of band, `stats`), and
 `RemoteLLM.live_turn(...)` a `RemoteTurn` shaped like `headstart.llm.live.LiveTurn`
-(`update` / `preempt` / `reply` / `close`). The head start maps onto the engine like this:
+(`update` / `reply` / `close`). The head start maps onto the engine like this:
 
 - partial transcripts -> warm-up requests (`max_tokens=1`, not streamed) with the prompt so far, cut
   at its last stable word boundary (`turn.stable_text`), at most one in flight per turn, coalesced to
   the newest text. The engine's prefix cache (vLLM's automatic prefix caching, SGLang's radix cache,
   llama.cpp's cached prompt / slot) then holds the prompt, and the end-of-turn request prefills only
   the tail. `?warmup=0` in the address turns them off.
-- the preemptive reply -> a streaming request started early; on a miss it is cancelled (the HTTP
-  connection is closed, which stops generation on the engines above), on a hit it simply goes on.
+- the held reply (the session's head start: `reply(text)` before the end of turn) -> a streaming
+  request started early; on a miss the session cancels it (the HTTP connection is closed, which stops
+  generation on the engines above), on a hit it simply goes on.
 - barge-in -> `cancel()`: the request is closed at once and undelivered text is dropped.
 
 Failure policy (`RetryPolicy`): connect / first-token / stall timeouts; retries with exponential
@@ -39,7 +40,7 @@ from headstart.llm.engine import LLMError
 from headstart.llm.remote_config import RETRYABLE_STATUS, RemoteEndpoint, RetryPolicy, parse_llm_url
 from headstart.llm.shaping import SentenceBudget
 from headstart.llm.stream import ReplyStats, with_system_prompt
-from headstart.llm.turn import PreemptionStats, stable_text
+from headstart.llm.turn import stable_text
 
 __all__ = ["RemoteLLM", "RemoteLLMError", "RemoteReplyStream", "RemoteTurn"]
 
@@ -108,7 +109,6 @@ class RemoteLLM:
         self.policy = policy if policy is not None else RetryPolicy()
         self._http_client_factory = http_client_factory
         self._clients: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, Any] = weakref.WeakKeyDictionary()
-        self.stats = PreemptionStats()
 
     @classmethod
     def from_url(cls, url: str, api_key: str | None = None, policy: RetryPolicy | None = None) -> RemoteLLM:
@@ -173,7 +173,7 @@ class RemoteLLM:
                   executor: Executor | None = None, clock: Clock | None = None, *,
                   decoder: Any = None) -> RemoteTurn:
         """A user turn (see `RemoteTurn`) on the chat `messages_before`."""
-        return RemoteTurn(self, messages_before, config, clock, stats=self.stats)
+        return RemoteTurn(self, messages_before, config, clock)
 
     def count_tokens(self, text: str) -> int:
         """An estimate of `text`'s tokens (the engine's tokenizer is not at hand): `approx_token_count`."""
@@ -401,30 +401,25 @@ class RemoteTurn:
 
     - `update(text)` on each partial transcript: a warm-up request for the prompt up to the text's
       stable word boundary (at most one in flight; coalesced to the newest text);
-    - `preempt(text)` to start the reply to a hypothesised final transcript early (held: it streams
-      into a buffer; a newer hypothesis replaces it);
-    - `reply(final_text)` at end of turn: the held stream when `final_text` is its hypothesis (a hit),
-      else a new streaming request (the held one is cancelled: a miss); or
+    - `reply(text)` once: a streaming request (the engine's prefix cache holds what the warm-ups
+      sent); or
     - `close()` when the turn ends without a reply.
 
-    `stats` (hits, misses, wasted tokens) is shared across turns; `errors` collects failed warm-ups
-    (they only cost the head start, never the reply); `num_warmups` counts warm-ups sent.
+    `errors` collects failed warm-ups (they only cost the head start, never the reply); `num_warmups`
+    counts warm-ups sent.
     """
 
     def __init__(self, llm: RemoteLLM, messages_before: Sequence[Mapping[str, str]], config: LLMConfig,
-                 clock: Clock | None = None, stats: PreemptionStats | None = None) -> None:
+                 clock: Clock | None = None) -> None:
         self._loop = asyncio.get_running_loop()
         self._llm = llm
         self._config = config
         self._clock = clock
         self._messages_before = with_system_prompt(messages_before, config.system_prompt)
-        self.stats = stats if stats is not None else PreemptionStats()
         self._confirmed = False
         self._latest: str | None = None
         self._sent: str | None = None
         self._warm_task: asyncio.Task[None] | None = None
-        self._held: RemoteReplyStream | None = None
-        self._held_text: str | None = None
         self.num_warmups = 0
         self.errors: list[BaseException] = []
 
@@ -462,45 +457,19 @@ class RemoteTurn:
                 self.errors.append(exc)
                 return  # the engine is struggling: no more hints this turn
 
-    def preempt(self, hypothesis_text: str) -> None:
-        """Start the reply to `hypothesis_text` now and hold it (non-blocking)."""
-        if not isinstance(hypothesis_text, str):
-            raise ValueError(f"hypothesis text must be a str, got {hypothesis_text!r}")
-        self._check_open()
-        if self._held is not None and self._held_text == hypothesis_text:
-            return
-        self._drop_held()
-        self._held = self._llm.reply_stream(self._messages(hypothesis_text), self._config, clock=self._clock)
-        self._held_text = hypothesis_text
-
-    def _drop_held(self) -> None:
-        held, self._held, self._held_text = self._held, None, None
-        if held is not None:
-            self.stats.misses += 1
-            self.stats.wasted_tokens += len(held.stats.token_times_s)
-            held.cancel()
-
     def reply(self, final_text: str) -> RemoteReplyStream:
-        """End of turn: the reply to `final_text` as a stream (the held one on a hit).
-        `stream.stats.num_adopted_tokens` > 0 when a held reply had tokens already."""
+        """The reply to `final_text` as a stream (a new streaming request)."""
         if not isinstance(final_text, str):
             raise ValueError(f"final text must be a str, got {final_text!r}")
         self._check_open()
         self._confirmed = True
-        if self._held is not None and self._held_text == final_text:
-            stream, self._held, self._held_text = self._held, None, None
-            self.stats.hits += 1
-            stream.stats.num_adopted_tokens = len(stream.stats.token_times_s)
-            return stream
-        self._drop_held()
         return self._llm.reply_stream(self._messages(final_text), self._config, clock=self._clock)
 
     def close(self) -> None:
-        """The turn ends without a reply: a held reply is cancelled (a miss). Idempotent."""
+        """The turn ends without a reply: warm-ups stop. Idempotent."""
         if self._confirmed:
             return
         self._confirmed = True
-        self._drop_held()
         if self._warm_task is not None and not self._warm_task.done():
             self._warm_task.cancel()
 
@@ -510,7 +479,3 @@ class RemoteTurn:
         if task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await asyncio.shield(task)
-
-    @property
-    def held_tokens(self) -> int:
-        return len(self._held.stats.token_times_s) if self._held is not None else 0

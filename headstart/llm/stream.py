@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 # Runs on the llm thread and returns (prompt ids, reply token iterator, tokens adopted from a held
 # reply); see live.py.
-TokenSource = Callable[[], tuple[Sequence[int], Iterator[int], int]]
+TokenSource = Callable[[], tuple[Sequence[int], Iterator[int]]]  # () -> (prompt ids, reply tokens)
 
 __all__ = ["ReplyStats", "ReplyStream", "generate_stream", "llm_executor", "with_system_prompt"]
 
@@ -56,7 +56,6 @@ class ReplyStats:
     token_times_s: list[float] = field(default_factory=list)  # one per generated token
     done_at_s: float | None = None
     num_prompt_tokens: int = 0
-    num_adopted_tokens: int = 0  # tokens taken from a preemptive (held) reply
 
     @property
     def first_token_at_s(self) -> float | None:
@@ -187,7 +186,7 @@ class ReplyStream:
             reason = "cancelled"
         else:
             if self._source is not None:
-                prompt, tokens, stats.num_adopted_tokens = self._source()
+                prompt, tokens = self._source()
             else:
                 prompt = self._engine.render_prompt(self._messages)
                 generator = self._decoder if self._decoder is not None else self._engine
