@@ -62,12 +62,19 @@ Decision = Preempt | CancelHeld | Release
 
 @dataclass(slots=True)
 class HeadStartStats:
-    """Counters over a session: `hits` (held replies released), `misses` (held replies dropped),
-    `wasted_tokens` (tokens generated for dropped replies; the session adds them)."""
+    """The head start's one record over a session (headstart/head_start.py): `hits` (held replies
+    released), `misses` (held replies dropped), `wasted_tokens` (tokens generated for dropped replies;
+    `HeadStart` adds them)."""
 
     hits: int = 0
     misses: int = 0
     wasted_tokens: int = 0
+
+    @property
+    def hit_rate(self) -> float | None:
+        """hits / (hits + misses); None before any held reply ended."""
+        total = self.hits + self.misses
+        return self.hits / total if total else None
 
 
 def preempt_threshold(config: SessionConfig, endpoint: EndpointConfig) -> float:
