@@ -556,13 +556,9 @@ class _Connection:
 def turn_metrics(t, reply_id: str, interrupted: bool) -> dict:
     """Every latency figure of a turn in ms (None where it did not happen), from its timeline.
 
-    `vad_end_to_*`: from the VAD's end of speech (the server cannot know the true end of speech; the
-    harness measures that from the client). The `*_s` figures of `TurnTimeline.metrics` that need the
-    true end are included when the timeline has it."""
-
-    def since(a: float | None, b: float | None) -> float | None:
-        return None if a is None or b is None else ms(b - a)
-
+    The figures are `TurnTimeline.metrics` in ms: `vad_end_to_*` from the VAD's end of speech (the
+    server cannot know the true end of speech; the harness measures that from the client), and those
+    that need the true end when the timeline has it."""
     figures = {k.removesuffix("_s") + "_ms": ms(v) for k, v in t.metrics().items()}
     return {
         "reply_id": reply_id,
@@ -571,11 +567,6 @@ def turn_metrics(t, reply_id: str, interrupted: bool) -> dict:
         "reply": t.reply,
         "num_tokens": t.num_tokens,
         "reply_audio_ms": ms(t.reply_audio_s),
-        "vad_end_to_final_ms": since(t.vad_speech_end_at_s, t.final_transcript_at_s),
-        "vad_end_to_turn_end_ms": since(t.vad_speech_end_at_s, t.end_of_turn_at_s),
-        "vad_end_to_first_token_ms": since(t.vad_speech_end_at_s, t.first_token_at_s),
-        "vad_end_to_first_audio_ms": since(t.vad_speech_end_at_s, t.first_audio_at_s),
-        "turn_end_to_first_audio_ms": since(t.end_of_turn_at_s, t.first_audio_at_s),
         **figures,
         **head_start_metrics(t),
     }

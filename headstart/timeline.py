@@ -62,7 +62,9 @@ class TurnTimeline:
         return end - start
 
     def metrics(self) -> dict[str, float | None]:
-        """The figures of the turn in seconds, by their standard names."""
+        """The figures of the turn in seconds, by their standard names. `speech_end_to_*` and
+        `voice_to_voice_s` need the true end of speech (`speech_end_at_s`); `vad_end_to_*` start at the
+        VAD's end of speech instead (what a server can know without the client's help)."""
         tpot = None
         if self.num_tokens > 1 and self.first_token_at_s is not None and self.last_token_at_s is not None:
             tpot = (self.last_token_at_s - self.first_token_at_s) / (self.num_tokens - 1)
@@ -74,4 +76,9 @@ class TurnTimeline:
             "ttft_s": self._since(self.reply_started_at_s, self.first_token_at_s),
             "tpot_s": tpot,
             "tts_ttfa_s": self._since(self.tts_first_text_at_s, self.first_audio_at_s),
+            "vad_end_to_final_s": self._since(self.vad_speech_end_at_s, self.final_transcript_at_s),
+            "vad_end_to_turn_end_s": self._since(self.vad_speech_end_at_s, self.end_of_turn_at_s),
+            "vad_end_to_first_token_s": self._since(self.vad_speech_end_at_s, self.first_token_at_s),
+            "vad_end_to_first_audio_s": self._since(self.vad_speech_end_at_s, self.first_audio_at_s),
+            "turn_end_to_first_audio_s": self._since(self.end_of_turn_at_s, self.first_audio_at_s),
         }
