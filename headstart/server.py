@@ -284,7 +284,6 @@ class _Connection:
         self.session = None
         self.writer: asyncio.Task | None = None
         self.limit = AudioRateLimit(server.clock, server.config.max_audio_speed, server.config.audio_burst_s)
-        self.reply_id: str | None = None  # the reply whose tokens/audio are being sent
         self.ended = asyncio.Event()  # all tasks of this connection are over
         self.watchdog: asyncio.Task | None = None  # the send-lag probe (`_watch_send_lag`)
         self.sent_frames = 0  # frames handed to the socket so far
@@ -517,7 +516,7 @@ class _Connection:
         if isinstance(event, ReplyAudio):
             return [float32_to_pcm16(event.frame.samples)]
         if isinstance(event, TokenDelta):
-            return [server_event("reply.text.delta", reply_id=self.reply_id, text=event.text)]
+            return [server_event("reply.text.delta", reply_id=event.reply_id, text=event.text)]
         if isinstance(event, SpeechStarted):
             return [server_event("vad.speech_started", audio_ms=ms(event.audio_s))]
         if isinstance(event, SpeechEnded):
@@ -530,7 +529,6 @@ class _Connection:
         if isinstance(event, EndOfTurn):
             return [server_event("turn.end", audio_ms=ms(event.audio_s), eou_probability=event.eou_probability)]
         if isinstance(event, ReplyStarted):
-            self.reply_id = event.reply_id
             return [server_event("reply.started", reply_id=event.reply_id, transcript=event.transcript)]
         if isinstance(event, ReplyAudioStart):
             return [server_event("reply.audio.start", reply_id=event.reply_id, sample_rate=event.sample_rate,

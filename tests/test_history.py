@@ -131,9 +131,20 @@ def test_session_messages_are_bounded_when_configured(monkeypatch):
     from headstart.llm.history import approx_token_count
     from headstart.session import Session
 
-    class NoTokenizerEngine:  # e.g. a remote engine: the window falls back to the 4-characters estimate
-        def render_prompt(self, messages, add_generation_prompt=True):
-            return [1, 2, 3]
+    class NoTokenizerEngine:  # e.g. a remote engine: the window counts with the 4-characters estimate
+        max_positions = None
+
+        def count_tokens(self, text: str) -> int:
+            return approx_token_count(text)
+
+        def reply_stream(self, messages, config, executor, clock=None, *, decoder=None):
+            raise AssertionError("no reply in this test")
+
+        def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None):
+            raise AssertionError("no turn in this test")
+
+        def warm_up(self) -> None:
+            pass
 
     monkeypatch.setattr(Session, "_new_listener", lambda self: None)
 

@@ -24,9 +24,10 @@ class RecordingTurnModel:
 
 
 def session_with(monkeypatch, model):
+    from headstart.reply import Reply
     from headstart.session import Session
 
-    monkeypatch.setattr(Session, "_run_reply", lambda self, reply: asyncio.sleep(3600))
+    monkeypatch.setattr(Reply, "_run", lambda self: asyncio.sleep(3600))  # a reply that never ends
     config = replace(PipelineConfig(), endpoint=EndpointConfig(acoustic_model="smart-turn-v3.2"))
     components = Components(config=config, asr=None, llm=FakeEngine(), tts=None, acoustic_eou=model)
     return Session(components, eou_scorer=None), components

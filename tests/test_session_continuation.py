@@ -35,10 +35,11 @@ def run(monkeypatch, gap_s: float, audio_after_s: float | None = None, first: st
     """The two utterances `gap_s` apart (from the first's end of turn); the first reply's audio starts
     playing `audio_after_s` after that end of turn (None: it never does). Returns (history,
     ReplyStarted texts, turn extras)."""
+    from headstart.reply import Reply
     from headstart.session import Session
 
     monkeypatch.setattr(Session, "_new_listener", lambda self: None)
-    monkeypatch.setattr(Session, "_run_reply", lambda self, reply: asyncio.sleep(3600))
+    monkeypatch.setattr(Reply, "_run", lambda self: asyncio.sleep(3600))  # a reply that never ends
     config = replace(PipelineConfig(), session=SessionConfig(head_start=False))
     components = Components(config=config, asr=None, llm=FakeEngine(), tts=None)
 

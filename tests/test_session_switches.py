@@ -35,8 +35,16 @@ class RecordingLiveTurn:
 
 
 class _Stream:
+    """A reply stream (`LLMReplyStream`) that never ends within a test."""
+
+    def __init__(self) -> None:
+        from headstart.llm.stream import ReplyStats
+
+        self.stats = ReplyStats(requested_at_s=0.0)
+        self.cancelled = False
+
     def cancel(self) -> None:
-        pass
+        self.cancelled = True
 
     def __aiter__(self):
         return self
@@ -47,18 +55,34 @@ class _Stream:
 
 
 class FakeEngine:
+    """A whole LLM backend (headstart/seams.py `LLMBackend`) with no model: its turns record what they
+    are told, its replies never end."""
+
+    max_positions = None
+
     def render_prompt(self, messages, add_generation_prompt=True):
         return [1, 2, 3]
 
+    def reply_stream(self, messages, config, executor, clock=None, *, decoder=None):
+        return _Stream()
+
+    def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None):
+        return RecordingLiveTurn(self, messages_before, config, executor, clock, decoder=decoder)
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def warm_up(self) -> None:
+        pass
+
 
 def run_turn(monkeypatch, session_config: SessionConfig) -> tuple[list[RecordingLiveTurn], object]:
-    import headstart.llm.live as live_module
+    from headstart.reply import Reply
     from headstart.session import Session
 
     RecordingLiveTurn.made = []
-    monkeypatch.setattr(live_module, "LiveTurn", RecordingLiveTurn)
     monkeypatch.setattr(Session, "_new_listener", lambda self: None)
-    monkeypatch.setattr(Session, "_run_reply", lambda self, reply: asyncio.sleep(3600))
+    monkeypatch.setattr(Reply, "_run", lambda self: asyncio.sleep(3600))  # a reply that never ends
     config = replace(PipelineConfig(), session=session_config)
     components = Components(config=config, asr=None, llm=FakeEngine(), tts=None)
 
@@ -67,7 +91,7 @@ def run_turn(monkeypatch, session_config: SessionConfig) -> tuple[list[Recording
         for event in (SpeechStarted(0.1), PartialTranscript("", "What is", 0.6),
                       PartialTranscript("What is", "the time?", 1.2), SpeechEnded(1.4)):
             session._on_listener_event(event)
-        held = session._held
+        held = session.head_start.held
         await session.aclose()
         return held
 
@@ -155,7 +179,7 @@ def test_the_echo_of_a_number_is_recognised_in_its_spoken_form():
         session = Session(components, eou_scorer=None)
         try:
             assert session._reply_text() == ""
-            session._reply = SimpleNamespace(text=["I'm going ", "10 meters forward."])
+            session._reply = SimpleNamespace(text="I'm going 10 meters forward.")
             return session._reply_text()
         finally:
             session._reply = None
