@@ -10,9 +10,8 @@ from dataclasses import dataclass, field
 class ThreadPlan:
     """Explicit thread counts for the three compute libraries sharing the CPU.
 
-    The default is the plan measured on a 2-core machine (design.md §3): with other work on one core,
-    2 torch threads made matmuls erratic and up to 10x slower, 1 stayed stable; ASR, LLM and TTS then
-    each get one thread and overlap on the two cores.
+    The default gives each of ASR, LLM and TTS one thread, so they overlap on two cores; more torch
+    threads make matmuls erratic when other work shares the cores (design.md §3 has the measurement).
     """
 
     torch_threads: int = 1
@@ -50,7 +49,13 @@ class ASRConfig:
     compute_type: str = "int8"
     beam_size: int = 1
     language: str | None = "en"
-    min_new_audio_s: float = 0.4  # re-transcribe the growing utterance at most this often
+    # re-transcribe the growing utterance at most this often (None: the engine's, `ListeningDefaults` in
+    # voice/asr.py: 0.4 s whisper, 0.2 s Moonshine)
+    min_new_audio_s: float | None = None
+    # past this much buffered audio the partial interval grows in proportion to the buffer (for engines
+    # whose pass cost grows with the audio; pauses still start a pass). None: the engine's (whisper: inf,
+    # never; Moonshine: 2 s)
+    partial_long_s: float | None = None
     agreement_n: int = 2  # LocalAgreement-n
     no_speech_threshold: float = 0.6  # drop a segment above this no-speech probability ...
     log_prob_threshold: float = -1.0  # ... if its average token log-probability is also below this
@@ -58,7 +63,8 @@ class ASRConfig:
     # FinalTranscript text: False = committed words + the final pass' words beyond them (never
     # contradicts a partial); True = the final pass' own full hypothesis (more accurate: early words
     # committed from short audio can be wrong; the session must then roll back what it prefilled)
-    final_redecode: bool = False
+    # None: the engine's (whisper False, Moonshine True)
+    final_redecode: bool | None = None
     device: str = "cpu"
     # Whisper's encoder over a shorter window than its 30 s (the audio + 2 s, at least this long, at
     # most 30 s; None: always 30 s). CTranslate2 accepts the shorter input; the encoder is most of a
@@ -70,10 +76,10 @@ class ASRConfig:
     # whole utterance is under way when the end is confirmed (None: off, final passes start at the end)
     early_final_s: float | None = 0.06
     # a pass that heard the utterance up to its padded speech end minus this is its final (no extra
-    # pass): the VAD pads the end by VADConfig.speech_pad_s (0.1 s) of non-speech, and its last voiced
-    # window ends 0.03 s (p50; p90 0.05 s) after the true speech end on the bench recordings. Whole-
-    # utterance passes cut 0.05/0.15/0.2/0.25 s before the padded end: WER 7.3/6.8/6.8/7.3 % (12:25)
-    final_slack_s: float = 0.15
+    # pass): the padding (VADConfig.speech_pad_s) plus the VAD's lag behind the true end of speech;
+    # the measurements that chose it are in docs/listening.md ("final_slack_s")
+    # None: the engine's (whisper 0.15 s, Moonshine 0.05 s: it loses the last word on audio cut at the end)
+    final_slack_s: float | None = None
     # long utterances: once this much audio is buffered, the buffer is trimmed at the last committed
     # sentence end and the committed text becomes the prompt (cost stays flat)
     trim_after_s: float = 12.0
@@ -102,16 +108,15 @@ class EndpointConfig:
     # probability), or "token", the LLM's raw end-of-turn token probability (headstart/llm/eou.py)
     eou_scorer: str = "head"
     # thresholds for the head's probability (trained class-balanced: 0.5 is the even odds). Each
-    # trained head carries its own, calibrated on out-of-fold scores (EOUHeadWeights.thresholds:
-    # 0.805/0.825 for qwen2.5-coder-0.5b): with these defaults 13.8 % of bench asr's pause set is cut
-    # off once the final's score comes ~0.6 s after the speech, 3.2 % with the head's (docs/listening.md)
+    # trained head carries its own, calibrated on out-of-fold scores (EOUHeadWeights.thresholds), which
+    # cut off far fewer pauses than these generic ones (docs/listening.md)
     eou_low: float = 0.15
     eou_high: float = 0.75
     # "trained": a session with the trained head uses the head's own calibrated thresholds in place of
     # eou_low/eou_high (EOUHeadWeights.thresholds; a head without them keeps these); "config": these
     head_thresholds: str = "trained"
-    # thresholds for the raw end-of-turn token probability on text without trailing punctuation: on
-    # the bench set SmolLM2-135M gives complete sentences a median of 1e-4 and the same cut in half 1.6e-8
+    # thresholds for the raw end-of-turn token probability on text without trailing punctuation, set
+    # between what complete and cut-in-half sentences score (docs/listening.md "token thresholds")
     token_eou_low: float = 1e-7
     token_eou_high: float = 1e-4
     # "speech" with no recognised word for this long (claps, breathing, noise the VAD let through)
@@ -160,16 +165,13 @@ class LLMConfig:
     # Speculative decoding of every reply (exact: the same tokens as plain greedy): "none",
     # "prompt_lookup" (drafts copied from the conversation; replies often repeat the user's words) or
     # "draft_model" (draft_model names the drafter, a model with the same tokenizer; its own prompt is
-    # not primed while the user speaks yet). It switches itself off below break-even. Quiet machine,
-    # `headstart bench llm --model qwen2.5-coder-0.5b --no-quality --repeats 1 --decode-tokens 32`
-    # (int8): prompt lookup 9.07 vs plain 7.76 tok/s (1.17x), exact.
+    # not primed while the user speaks yet). It switches itself off below break-even (the speedups
+    # per drafter: docs/llm.md).
     speculative: str = "prompt_lookup"
     draft_model: str | None = None
     # The drafter's own quantisation ("int8", None, or "auto": int8 where the drafter runs in float32 on
     # CPU). Drafts are only proposals (the target verifies every token), so a lossy, cheaper drafter
-    # keeps the output exact and moves the break-even (`headstart bench llm --model qwen2.5-coder-1.5b`
-    # on a loaded machine: 1.24x plain with the int8 0.5b drafter for an fp32 target; 1.17x (k=3) and
-    # 0.89x (k=4) for the int8 target, the drafter's prompt prefill excluded: docs/llm.md).
+    # keeps the output exact and moves the break-even (docs/llm.md).
     draft_quantize: str | None = "auto"
     speculate_k: int = 4
     # Bounded history for long sessions (llm/history.py): the completed turns kept in the prompt, in
@@ -224,14 +226,13 @@ class SessionConfig:
     preempt_min_words: int = 2  # shorter texts get no held reply
     # EOU probability from which a held reply starts once the user is silent. None: a quarter of the way
     # (log scale) from the endpointer's low to its high threshold for the scorer in use, so it follows
-    # that scale and work starts while the endpointer still waits. With the token probability
-    # (1e-7..1e-4: 5.6e-7) on the bench set, qwen2.5-coder-0.5b: ~78 % of complete sentences and ~25 % of
-    # the same cut in half reach it (a miss costs only LLM time).
+    # that scale and work starts while the endpointer still waits (a miss costs only LLM time; how many
+    # complete and cut texts reach it: docs/server.md).
     preempt_eou_threshold: float | None = None
     # the default for the trained head (a calibrated probability) when preempt_eou_threshold is None. Its
     # end-of-turn thresholds sit near 0.8 (few cut-offs), but a held reply should start well before the
-    # endpointer is sure: on 28 texts (the harness's questions, bench recordings, cut questions) the
-    # qwen2.5-coder-0.5b head gives complete ones 0.13-0.997 and cut ones 0.005-0.025
+    # endpointer is sure: it lies between what the qwen2.5-coder-0.5b head gives complete and cut texts
+    # (docs/server.md)
     preempt_head_threshold: float | None = 0.1
     # the end-of-utterance signal the session computes (Components.eou_model) for endpointing and the
     # head start: "auto" (EndpointConfig.eou_scorer, falling back from "head" to "token" when this LLM

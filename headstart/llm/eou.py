@@ -5,14 +5,10 @@ prompt is rendered with the user's message as the last one and cut right before 
 end-of-turn token (`<|im_end|>` in ChatML); the model's next-token probability of that token is the
 signal. Its logits come from a prefill that reuses the KV cache the session's incremental prefill
 already holds (the longest common prefix), so a call computes only the last few tokens. Idea as in
-LiveKit's turn detector (a small LM's end-of-turn token probability); design.md §3 measured it on this
-project's models.
-
-Measured on the 48 bench transcripts of four words or more, complete vs the same cut in half
-(SmolLM2-135M): without trailing punctuation (the default, `strip_punctuation=True`) AUC 0.85, median
-1e-4 vs 1.6e-8, best threshold 81 % right; with a period on both (what Whisper writes, cut or not) AUC
-0.70. Qwen2.5-Coder-0.5B: median 1e-5 vs 6e-8. One call on a warm cache (1-3 new tokens) costs 0.2-0.5
-s wall here (fp32 on AVX2, cores shared): a trained head on the last hidden state is not done yet.
+LiveKit's turn detector (a small LM's end-of-turn token probability). Trailing punctuation is
+stripped by default (`strip_punctuation=True`): Whisper writes a period whether the speaker finished
+or not, and with it the signal separates complete from cut text much worse. How well it separates,
+and what a call costs: docs/listening.md "The raw end-of-turn token probability".
 
 Not thread-safe: call it on the thread that owns the engine (the "llm" executor).
 """

@@ -17,10 +17,8 @@ An `Utterance` is one forward of the LLM at training time: the whole text plus t
 prefixes to read, each with its label. Deterministic for a seed (`random.Random`).
 
 Both are options of `headstart llm train-eou` (`--labels pause-points`, `--synthetic N`), not its
-defaults: measured on the bench (docs/listening.md, session 4), a head trained so ends most short complete
-turns at once but also reads the pause set's fragments ("simultaneous call", "Press 1 to send this
-message.", "your temporary greeting") as complete, and no threshold pair gave a net gain over the
-shipped head. `all_cuts` (every cut a negative) is the shipped heads' labelling and the default.
+defaults: a head trained so ends most short complete turns at once but also reads the pause set's
+fragments as complete, and no threshold pair gave a net gain over the shipped head (docs/listening.md). `all_cuts` (every cut a negative) is the shipped heads' labelling and the default.
 `drop_overlap` keeps the bench transcripts (the held-out measure) out of any training set.
 """
 

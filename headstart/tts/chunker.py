@@ -21,8 +21,8 @@ Policy:
   ends a chunk (paragraphs, list items, headings are separate spoken units). Until the reply's chunks
   hold `clause_chunks_until_words` words, a chunk also ends at a clause mark once it has
   `_LATER_CLAUSE_MIN_WORDS` words: after a short opener ("Sure!") the next chunk is then a clause, not
-  a long sentence that the LLM must finish while the opener's half second of audio runs out (measured
-  in `bench conversation`: gaps of 2.5 s in a reply after "Sure!").
+  a long sentence that the LLM must finish while the opener's half second of audio runs out (a gap in
+  playback; docs/speaking.md).
 - A period never ends a chunk inside a number ("3.14", "$49.95"), after a known abbreviation ("Dr.",
   "Mr.", "e.g.", "U.S.", "St."), after an initial ("J. R. R."), or after a list number at the start of
   a line ("1. First"). Commas and colons never split "1,000" or "8:00" (no space follows them).

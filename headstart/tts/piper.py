@@ -21,10 +21,10 @@ class PiperSynthesizer:
     `piper.PiperVoice.load` builds its onnxruntime session with default `SessionOptions` (all cores),
     so this builds the `InferenceSession` itself with `intra_op_num_threads=threads`,
     `inter_op_num_threads=1`, sequential execution, and passes it to the `PiperVoice` dataclass.
-    Graph optimisation stays at onnxruntime's default ORT_ENABLE_ALL (EXTENDED and BASIC measured no
-    faster). Piper runs the whole VITS graph once per sentence (phonemisation ~1 ms, the ONNX run all
-    the rest: decoder 60 %, flow 19 %, encoder 12 %, duration predictor 8 %), so the time to first
-    audio of a chunk grows with its length; docs/speaking.md has the measurements.
+    Graph optimisation stays at onnxruntime's default ORT_ENABLE_ALL (the others were no faster).
+    Piper runs the whole VITS graph once per sentence (phonemisation is a small part, the ONNX run the
+    rest), so the time to first audio of a chunk grows with its length; docs/speaking.md has the
+    measurements.
 
     Args:
         model_path: the voice's `.onnx` file (e.g. `resolve_model("piper-joe")`).
@@ -96,7 +96,7 @@ class PiperSynthesizer:
 
     def warm_up(self) -> None:
         """Synthesise one sentence of ~4 s (first-run costs: espeak-ng phonemiser data, ONNX kernels,
-        the memory arena's growth). Measured here: without warm-up the first reply chunk took ~1.2x a
-        later one; after "Hello there." a longer chunk still took ~1.1-1.2x; after this one, 1.0x."""
+        the memory arena's growth): a shorter warm-up left the first longer chunk slower than later
+        ones (docs/speaking.md)."""
         for _ in self.synthesize(WARM_UP_TEXT):
             pass

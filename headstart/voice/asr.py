@@ -55,6 +55,28 @@ _TOKENS_MAX = 220  # + prompt (<= ~60 tokens) + start sequence stays under Whisp
 
 
 @dataclass(frozen=True, slots=True)
+class ListeningDefaults:
+    """How the Listener streams an engine, for each `ASRConfig` setting left None (the engine's choice;
+    an engine without a `listening` attribute gets these defaults, which are whisper's).
+
+    Attributes:
+        partial_interval_s: new audio (seconds) before the next partial pass (`ASRConfig.min_new_audio_s`).
+        partial_long_s: past this much buffered audio (seconds) the interval grows in proportion to the
+            buffer, for engines whose pass costs grow with the audio (`ASRConfig.partial_long_s`;
+            inf: never). Passes at the VAD's pauses (the early final) start whatever the interval.
+        final_slack_s: a pass that heard the utterance up to its padded end minus this is its final
+            (`ASRConfig.final_slack_s`).
+        final_redecode: the FinalTranscript is the final pass' own hypothesis, not the committed words
+            plus its words beyond them (`ASRConfig.final_redecode`).
+    """
+
+    partial_interval_s: float = 0.4
+    partial_long_s: float = float("inf")
+    final_slack_s: float = 0.15
+    final_redecode: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Transcription:
     """The result of one ASR call.
 
@@ -209,6 +231,10 @@ class WhisperASR:
         ValueError: if cpu_threads < 1.
     """
 
+    # a pass costs about the same at any length (the encoder window); the measurements behind the final
+    # slack are in docs/listening.md ("final_slack_s")
+    listening = ListeningDefaults()
+
     def __init__(self, model_path: str | Path, config: ASRConfig, cpu_threads: int) -> None:
         path = Path(model_path).expanduser()
         if not (path / "model.bin").is_file():
@@ -252,10 +278,9 @@ class WhisperASR:
         self._run(noise)
 
     def transcribe(self, samples: np.ndarray, offset_s: float = 0.0, prompt: str | None = None) -> Transcription:
-        """Transcribe one utterance. Blocking: call it from the ASR executor. Cost measured on this
-        project's 2-core AVX2 machine (tiny.en, one thread): ~1.3 s CPU over the full 30 s window
-        whatever the length (int8 is no faster than float32 here: no VNNI), ~0.5 s CPU with the default
-        12 s `encoder_window_s`; wall time is up to twice that while other work shares the cores.
+        """Transcribe one utterance. Blocking: call it from the ASR executor. The encoder over
+        `ASRConfig.encoder_window_s` is most of the cost, whatever the utterance's length
+        (docs/listening.md "Cost of a Whisper call").
 
         Args:
             samples: float32 (num_samples,) at 16 kHz, at most 30 s (one Whisper window).
