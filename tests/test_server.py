@@ -20,11 +20,51 @@ from headstart.session import Components
 
 
 class _NoTTS:
+    """A `Synthesizer` (headstart/seams.py) these tests never reach: it says nothing."""
+
     sample_rate = 22050
+    name = "none"
+
+    def synthesize(self, text: str):
+        raise AssertionError("no synthesis in these tests")
+
+    def warm_up(self) -> None:
+        pass
+
+
+class _NoTurn:
+    """An `LLMTurn` that prefills nothing."""
+
+    def update(self, user_text: str) -> None:
+        pass
+
+    def reply(self, final_text: str):
+        raise AssertionError("no reply in these tests")
+
+    def close(self) -> None:
+        pass
+
+
+class _NoLLM:
+    """An `LLMBackend` with no model: a session may open a turn (the head start's prewarm), never a reply."""
+
+    max_positions = None
+
+    def reply_stream(self, messages, config, executor, clock=None, *, decoder=None):
+        raise AssertionError("no reply in these tests")
+
+    def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None) -> _NoTurn:
+        return _NoTurn()
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+    def warm_up(self) -> None:
+        pass
 
 
 def no_model_components() -> Components:
-    return Components(config=PipelineConfig(), asr=None, llm=None, tts=_NoTTS())
+    return Components(config=PipelineConfig(), asr=None, llm=_NoLLM(), tts=_NoTTS())
 
 
 @pytest.fixture

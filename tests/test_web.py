@@ -32,14 +32,10 @@ CHROMIUM_ARGS = [
 JS_TYPES = {"text/javascript", "application/javascript"}
 
 
-class _NoTTS:
-    sample_rate = 22050
-
-
 def no_model_components():
-    from headstart.session import Components
+    from test_server import no_model_components as components
 
-    return Components(config=PipelineConfig(), asr=None, llm=None, tts=_NoTTS())
+    return components()
 
 
 class ServerThread:
