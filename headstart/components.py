@@ -9,18 +9,22 @@ from dataclasses import dataclass, field
 
 from headstart.config import PipelineConfig
 from headstart.llm_priority import LLMPriority
+from headstart.seams import LLMBackend, Synthesizer, Transcriber
+
 
 @dataclass
 class Components:
     """The models and executors one process loads once and shares between sessions.
 
-    Each model runs on its own single-thread executor, so each is used by one thread at a time.
+    Each model runs on its own single-thread executor, so each is used by one thread at a time. The
+    three stages are the typed seams of headstart/seams.py: `asr` a `Transcriber`, `llm` an
+    `LLMBackend` (the local `LLMEngine` or a `RemoteLLM`), `tts` a `Synthesizer`.
     """
 
     config: PipelineConfig
-    asr: object
-    llm: object
-    tts: object
+    asr: Transcriber
+    llm: LLMBackend
+    tts: Synthesizer
     asr_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="asr")
     )
