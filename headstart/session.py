@@ -29,14 +29,14 @@ generated from the turn's LiveTurn as usual. Resumed speech, a changed text, no 
 reset drop it too. `TurnCompleted.timeline.extra` carries `preemptive` ("hit"/"miss"/"none") and the
 session's counters. Switches: `SessionConfig.head_start` (master), `.incremental_prefill`, `.preemptive`.
 
-The EOU signal (`SessionConfig.eou`, default "auto": `resolve_eou`, `Components.eou_model`) is estimated on the llm
-thread on the engine's KV cache (the prompt prefix the incremental prefill holds is reused), only while
-the user is silent: at the VAD's end of speech for the latest partial, and when the listener asks (a
-partial or final that lands in the silence). Each text is estimated once per utterance. The probability
-goes to the listener's endpointer (less silence needed when the text reads complete) and to the head
-start (a held reply starts on it). LLM priority on the one llm thread: a confirmed reply first; an EOU
-job that finds one waiting, or whose utterance moved on (speech resumed, turn ended), computes nothing;
-a confirmed reply drops the other sessions' held replies that are still generating.
+The EOU signal (`SessionConfig.eou`, default "auto": `Components.eou_plan`) comes from the session's
+one `EOUService` (headstart/eou_service.py): estimated on the llm thread only while the user is silent,
+at the VAD's end of speech for the latest partial and when the listener asks, once per text and
+utterance. The probability goes to the listener's endpointer (less silence needed when the text reads
+complete) and to the head start (subscribed: a held reply starts on it). LLM priority on the one llm
+thread (`Components.llm_priority`, headstart/llm_priority.py): a confirmed reply first; an EOU job that
+finds one waiting, or whose utterance moved on, computes nothing; held replies of other sessions that
+are still generating are dropped.
 """
 
 from __future__ import annotations
@@ -44,23 +44,21 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import time
 from dataclasses import dataclass
 
-from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, resample, to_mono_float32
+from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, StreamResampler, resample, to_mono_float32
 from headstart.clock import Clock, MonotonicClock
 from headstart.components import Components
 from headstart.echo import EchoDetector, normalized_xcorr_peak
+from headstart.eou_service import EOUService, fuses_reply_prefill
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
     PartialTranscript,
-    ReplyDone,
     SpeechEnded,
     SpeechStarted,
-    TokenDelta,
 )
-from headstart.preemption import CancelHeld, Decision, PreemptionPolicy, Preempt, Release, same_text
+from headstart.head_start import HeadStart
 from headstart.reply import (
     Reply,
     ReplyAudio,
@@ -69,6 +67,7 @@ from headstart.reply import (
     ReplyPaused,
     ReplyResumed,
     ReplyStarted,
+    StageError,
     TurnCompleted,
     heard_text,
 )
@@ -128,10 +127,14 @@ class Session:
             after `text`. Default: the model `SessionConfig.eou` names (`Components.eou_model`: the
             chat LLM's end-of-turn token, headstart/llm/eou.py, or a trained head), run on the "llm"
             executor on the engine's KV cache (it reuses the prefix the incremental prefill holds),
-            only while the user is silent, and giving way to confirmed replies (see `_llm_eou`).
+            only while the user is silent, and giving way to confirmed replies (`EOUService`).
             None: no EOU signal. The listener's endpointer adapts its silence to it and the head start
             preempts on it; without one the head start uses the punctuation rule
             (`PreemptionPolicy.reads_complete`).
+        listener: `(eou_scorer, acoustic_scorer) -> listener` makes the session's listener (called again
+            for a fresh one after `clear_input`); it has voice/listener.py `Listener`'s `push`,
+            `end_input`, `commit`, async iteration of its events, `bargein_armed` and `silence_pending`.
+            Default: a `Listener` on the components' VAD, ASR and an endpointer on the EOU plan.
     """
 
     def __init__(
@@ -144,6 +147,7 @@ class Session:
         echo: EchoDetector | None | bool = True,
         realtime_playback: bool = False,
         eou_scorer=_FROM_CONFIG,
+        listener=None,
     ) -> None:
         self._components = components
         self._config = components.config
@@ -152,20 +156,21 @@ class Session:
         self._frame_s = audio_frame_s
         self._echo = EchoDetector() if echo is True else (echo or None)
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
-        self._eou_model, self._endpoint_config = None, self._config.endpoint
-        if eou_scorer is _FROM_CONFIG:
-            self._eou_model, self._endpoint_config = resolve_eou(components, self._config)
-            eou_scorer = self._llm_eou if self._eou_model is not None else None
-        self._eou_scorer = eou_scorer
-        self._eou_cache: dict[str, asyncio.Future] = {}  # this utterance's EOU estimates by text
-        self._eou_epoch = 0  # bumped at speech start and end of turn: queued estimates go stale
-        self.eou_stats = {"computed": 0, "skipped": 0, "compute_s": 0.0}
-        self._llm_failure_epoch = -1  # the EOU epoch an LLM failure was last reported in
-        self.head_start = PreemptionPolicy(self._clock, self._config.session, self._endpoint_config)
-        self._live = None  # LiveTurn: incremental prefill of the user turn in progress
-        self._live_messages: list[dict[str, str]] | None = None  # the chat it was opened on
-        self._held: Reply | None = None  # the preemptive reply, generated and held
-        self._held_unsubscribe = lambda: None  # its subscription to Components.llm_priority
+        plan = components.eou_plan() if eou_scorer is _FROM_CONFIG else None
+        self._endpoint_config = plan.endpoint if plan is not None else self._config.endpoint
+        self.head_start = HeadStart(
+            self._clock, self._config.session, self._endpoint_config, open_turn=self._open_live_turn,
+            messages=self._messages, new_held=self._new_held_reply, possible=self._head_start_possible,
+            priority=components.llm_priority, owner=self)
+        self.eou = EOUService(
+            plan, components.llm, components.llm_executor, components.llm_priority, messages=self._messages,
+            can_compute=self._eou_can_compute, scorer=None if eou_scorer is _FROM_CONFIG else eou_scorer,
+            on_failure=self._eou_failed, applies=self._config.endpoint.semantic or self.head_start.policy.preemptive,
+            fuse_reply_prefill=bool(self.head_start.enabled and plan is not None and plan.model is not None
+                                    and fuses_reply_prefill(plan.model, components.llm)),
+            acoustic=components.acoustic_eou, acoustic_executor=components.acoustic_executor)
+        self.eou.subscribe(self._on_eou)
+        self._make_listener = listener
         self._listener = self._new_listener()
         self._out: asyncio.Queue[object] = asyncio.Queue()
         self.history: list[dict[str, str]] = []
@@ -173,7 +178,6 @@ class Session:
         self._audio_s = 0.0
         self._turn: TurnTimeline | None = None
         self._reply: Reply | None = None
-        self._dead: set[str] = set()  # interrupted replies: their queued tokens/audio are dropped
         self._listen_task: asyncio.Task[None] | None = None
         self._listen_tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.Task[None] | None = None
@@ -183,119 +187,37 @@ class Session:
         self._history_window: object = _FROM_CONFIG  # llm/history.TurnWindow, None (unbounded) once made
 
     def _new_listener(self):
+        eou = self.eou
+        scorers = (eou.score if eou.enabled else None, eou.score_acoustic if eou.acoustic_enabled else None)
+        if self._make_listener is not None:
+            return self._make_listener(*scorers)
         from headstart.voice.endpoint import Endpointer
         from headstart.voice.listener import Listener
         from headstart.voice.vad import create_vad
 
         c = self._components
-        acoustic = getattr(c, "acoustic_eou", None)  # Components.load made it when the config names one
         return Listener(create_vad(self._config.vad), c.asr, Endpointer(self._endpoint_config),
-                        self._config.asr, c.asr_executor,
-                        eou_scorer=self._score_eou if self._eou_scorer is not None else None,
-                        acoustic_scorer=self._score_acoustic if acoustic is not None else None)
+                        self._config.asr, c.asr_executor, eou_scorer=scorers[0], acoustic_scorer=scorers[1])
 
-    async def _score_acoustic(self, samples):
-        """The acoustic end-of-turn model (`Components.acoustic_eou`) on its own thread."""
-        c = self._components
-        return await asyncio.get_running_loop().run_in_executor(
-            c.acoustic_executor, c.acoustic_eou.completion_probability, samples
-        )
+    def _eou_can_compute(self) -> bool:
+        """EOU estimates run only while the user is silent (the listener asks on every partial; mid-speech
+        estimates would cost LLM time that ASR needs, and the VAD's speech end asks again) unless the
+        VAD already hears silence (a partial then is likely the whole turn: its estimate, and the reply
+        prompt prefilled with it, are ready when the speech end is confirmed), and while no reply is in
+        progress (the llm thread is the reply's)."""
+        silence = bool(getattr(self._listener, "silence_pending", False))
+        return not (self.turns.user is UserState.SPEAKING and not silence) and not self.reply_active
 
-    async def _score_eou(self, text: str) -> float | None:
-        """The EOU seam: the scorer's probability goes to the endpointer (returned) and the head start.
-        A failing scorer (the LLM) is reported as `llm_failed` and counts as no estimate: the listener
-        goes on (it died with it, and every audio frame then got "the listener's ASR failed")."""
-        try:
-            probability = await self._eou_scorer(text)
-        except Exception as exc:  # noqa: BLE001 - reported once per utterance; the endpointer waits its silence
-            if self._llm_failure_epoch != self._eou_epoch:
-                self._llm_failure_epoch = self._eou_epoch
-                self._out.put_nowait(StageError("llm_failed", f"the end-of-turn estimate failed: "
-                                                f"{type(exc).__name__}: {exc}"))
-            return None
+    def _eou_failed(self, exc: Exception) -> None:
+        """A failing EOU estimate (the LLM) is reported as `llm_failed` and counts as no estimate: the
+        listener goes on (it died with it, and every audio frame then got "the listener's ASR failed")."""
+        self._out.put_nowait(StageError("llm_failed", f"the end-of-turn estimate failed: {type(exc).__name__}: {exc}"))
+
+    def _on_eou(self, text: str, probability: float | None) -> None:
+        """An EOU estimate landed: for the head start (a held reply may start on it), while the user's
+        turn is the latest text (a newer text is being scored by the listener)."""
         if self.turns.utterance == "user":
-            self._head(self.head_start.eou(text, probability))
-        return probability
-
-    async def _llm_eou(self, text: str) -> float | None:
-        """The default scorer: `self._eou_model` on the llm thread. None (unknown, the endpointer then
-        waits its plain `silence_s`) while the user is speaking (the listener asks on every partial;
-        mid-speech estimates would cost LLM time that ASR needs, and the VAD's speech end asks again)
-        unless the VAD already hears silence (a partial then is likely the whole turn: its estimate,
-        and the reply prompt prefilled with it, are ready when the speech end is confirmed), while a
-        reply is in progress (the llm thread is the reply's), and for a job that went stale or found a
-        confirmed reply waiting when the llm thread got to it."""
-        speaking = self.turns.user is UserState.SPEAKING and not self._listener_silence_pending()
-        if speaking or self.reply_active or not text.strip():
-            self.eou_stats["skipped"] += 1
-            return None
-        return await asyncio.shield(self._eou_future(text))
-
-    def _listener_silence_pending(self) -> bool:
-        return bool(getattr(self._listener, "silence_pending", False))
-
-    def _eou_future(self, text: str) -> asyncio.Future:
-        """The EOU estimate of `text` in this utterance: submitted to the llm thread now (so it runs
-        before speculative work submitted after it), shared by everyone who asks for the same text."""
-        key = " ".join(text.split())
-        future = self._eou_cache.get(key)
-        if future is not None:
-            return future
-        model, c = self._eou_model, self._components
-        messages, epoch = self._messages(), self._eou_epoch
-        # a reply to this text may follow at once: the estimate's forward prefills its prompt too
-        fuse = self.head_start.enabled and _fuses_reply_prefill(model, c.llm)
-
-        def job() -> float | None:
-            if epoch != self._eou_epoch or c.llm_priority.confirmed_pending:
-                self.eou_stats["skipped"] += 1
-                return None  # stale, or confirmed work waits behind this job: give way
-            started = time.perf_counter()
-            if fuse:
-                reply_ids = c.llm.render_prompt([*messages, {"role": "user", "content": text}])
-                probability = float(model.probability(messages, text, reply_ids))
-            else:
-                probability = float(model.probability(messages, text))
-            self.eou_stats["computed"] += 1
-            self.eou_stats["compute_s"] += time.perf_counter() - started
-            return probability
-
-        future = asyncio.get_running_loop().run_in_executor(c.llm_executor, job)
-        self._eou_cache[key] = future
-        return future
-
-    def _eou_at_speech_end(self) -> None:
-        """The user went silent: estimate the latest partial now, for the head start (which may preempt
-        on it; the endpointer waits for the final transcript's own score, which is this one when the
-        texts agree: the estimates are shared by text)."""
-        text = self.head_start.latest_text
-        if self._eou_model is None or self._eou_scorer != self._llm_eou or not text.strip():
-            return
-        if not self._eou_applies():
-            return
-        future = self._eou_future(text)
-        listener, epoch = self._listener, self._eou_epoch
-
-        def done(f: asyncio.Future) -> None:
-            if f.cancelled() or f.exception() is not None or epoch != self._eou_epoch:
-                return
-            probability = f.result()
-            if listener is not self._listener or self.turns.utterance != "user":
-                return
-            if not same_text(text, self.head_start.latest_text):
-                return  # a newer text (a later partial or the final) is being scored by the listener
-            # for the head start only: this partial was heard before the speech ended, so the
-            # endpointer waits for the final's own score (a stale score could end a turn mid-sentence)
-            self._head(self.head_start.eou(text, probability))
-
-        future.add_done_callback(done)
-
-    def _eou_applies(self) -> bool:
-        return self._config.endpoint.semantic or self.head_start.preemptive
-
-    def _new_eou_epoch(self) -> None:
-        self._eou_epoch += 1
-        self._eou_cache.clear()
+            self.head_start.eou(text, probability)
 
     # -- input ---------------------------------------------------------------------------------------
 
@@ -309,8 +231,8 @@ class Session:
         if self._closed:
             raise RuntimeError("the session's input has ended")
         self._ensure_listening()
-        if self._live is None and self._held is None:
-            self._prewarm()
+        if self.head_start.idle:
+            self.head_start.prewarm()
         self._listener.bargein_armed = self.turns.bargein_armed  # the VAD's quicker start over the reply
         await self._listener.push(frame)
         if self._echo is not None:
@@ -346,9 +268,8 @@ class Session:
         if task is not None:
             await _cancel(task)
         self._turn = None
-        self._new_eou_epoch()
-        self._head(self.head_start.cancel("cleared"))
-        self._close_live()
+        self.eou.new_utterance()
+        self.head_start.cancel("cleared")
         self._apply(self.turns.cleared())
 
     async def interrupt(self, reason: str = "client", reply_id: str | None = None) -> bool:
@@ -361,7 +282,7 @@ class Session:
             return False
         reply = self._reply
         self._apply(self.turns.interrupt(reason))
-        return reply is not None and reply.interrupted
+        return reply is not None and reply.cancelled
 
     def playback_position(self, reply_id: str, position_s: float) -> None:
         """The client has played `position_s` seconds of reply `reply_id`'s audio."""
@@ -383,8 +304,7 @@ class Session:
         await self._listener.end_input()
         assert self._listen_task is not None
         await self._listen_task
-        self._head(self.head_start.cancel("cleared"))  # a held reply the input never confirmed
-        self._close_live()
+        self.head_start.cancel("cleared")  # a held reply the input never confirmed
         if self._reply is not None and self._reply.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._reply.task
@@ -393,13 +313,13 @@ class Session:
     async def aclose(self) -> None:
         """Stop everything at once (the client went away): no more events are produced."""
         self._closed = True
-        self._close_live()
+        held = self.head_start.held
+        self.head_start.cancel("closed")
         tasks = [t for t in (*self._listen_tasks, self._listen_task, self._timer) if t is not None]
-        for reply in (self._reply, self._held):
+        for reply in (self._reply, held):
             if reply is None:
                 continue
-            self._dead.add(reply.id)
-            _cancel_streams(reply)
+            reply.cancel("closed", 0.0)
             if reply.task is not None:
                 tasks.append(reply.task)
         for task in tasks:
@@ -412,8 +332,7 @@ class Session:
     @property
     def reply_active(self) -> bool:
         """A reply is being generated or its audio is still leaving."""
-        reply = self._reply
-        return reply is not None and reply.task is not None and not reply.task.done()
+        return self._reply is not None and self._reply.running
 
     @property
     def user_state(self) -> UserState:
@@ -436,8 +355,8 @@ class Session:
                 raise StopAsyncIteration
             if isinstance(item, BaseException):
                 raise item
-            if isinstance(item, _Tagged):
-                if item.reply_id in self._dead:
+            if isinstance(item, _FromReply):
+                if not item.reply.delivers(item.event):
                     continue  # cancel overtakes tokens and audio still queued
                 return item.event
             return item
@@ -467,7 +386,7 @@ class Session:
             return ""
         from headstart.tts.normalize import normalize_text
 
-        text = "".join(self._reply.text)
+        text = self._reply.text
         spoken = normalize_text(text)
         return f"{text} {spoken}" if spoken and spoken != text else text
 
@@ -492,8 +411,8 @@ class Session:
             if self._turn is None:
                 self._turn = TurnTimeline()
                 self._speech_started_at = now
-            self._new_eou_epoch()  # estimates of the text so far are stale once speech resumes
-            self._head(self.head_start.speech_started())  # resumed speech drops held work
+            self.eou.new_utterance()  # estimates of the text so far are stale once speech resumes
+            self.head_start.speech_started()  # resumed speech drops held work
             self._out.put_nowait(event)
             self._apply(actions)
             return
@@ -515,8 +434,8 @@ class Session:
             if tt.utterance == "user":
                 # the EOU estimate goes to the llm thread first: a held reply started now generates in
                 # one job, and the endpointer waits for the estimate
-                self._eou_at_speech_end()
-                self._head(self.head_start.speech_ended())
+                self.eou.speech_ended(self.head_start.latest_text)
+                self.head_start.speech_ended()
         elif isinstance(event, FinalTranscript):
             was_echo = tt.utterance == "echo"
             self._apply(tt.final(event.text, self._reply_text(), echo=self._sure_echo()))
@@ -533,24 +452,21 @@ class Session:
             if not event.text.strip():
                 self._turn = None  # no words: the listener ends this utterance without a turn
                 self._continuation = None
-                self._head(self.head_start.cancel("no_words"))
-                self._close_live()
+                self.head_start.cancel("no_words")
             elif tt.utterance == "user":
                 self._out.put_nowait(event)
-                if self._eou_model is not None and self._eou_scorer == self._llm_eou and self._eou_applies():
-                    self._eou_future(event.text)  # on the llm thread before a held reply on this final
-                self._head(self.head_start.final(event.text))
+                self.eou.final(event.text)  # on the llm thread before a held reply on this final
+                self.head_start.final(event.text)
                 return
         elif isinstance(event, EndOfTurn):
             turn = self._current_turn()
             turn.end_of_turn_at_s = now
             turn.extra["eou_probability"] = event.eou_probability
             self._turn = None
-            self._new_eou_epoch()
+            self.eou.new_utterance()
             actions = tt.end_of_turn(turn.transcript)
             if not any(isinstance(a, StartReply) for a in actions):
-                self._head(self.head_start.cancel("no_words"))  # no reply: nothing held may stay
-                self._close_live()
+                self.head_start.cancel("no_words")  # no reply: nothing held may stay
                 if not turn.transcript.strip():
                     return
             self._out.put_nowait(event)
@@ -567,11 +483,7 @@ class Session:
         head start's verdict on any held reply (a different text drops it)."""
         if self.turns.utterance != "user":
             return  # a possible barge-in or echo: not (yet) a turn of its own
-        if self.head_start.incremental_prefill:
-            live = self._ensure_live()
-            if live is not None:
-                live.update(event.text)
-        self._head(self.head_start.partial(event.text))
+        self.head_start.partial(event.text)
 
     # -- the head start --------------------------------------------------------------------------------
 
@@ -582,130 +494,34 @@ class Session:
         return (
             self.head_start.enabled and not self._closed
             and self.turns.agent is AgentState.LISTENING
-            and (reply is None or reply.task is None or reply.task.done())
-            and any(getattr(self._components.llm, name, None) is not None
-                    for name in ("render_prompt", "live_turn"))  # live_turn: a remote engine (llm/remote.py)
+            and (reply is None or not reply.running)
         )
 
-    def _ensure_live(self):
-        """The LiveTurn of the user turn in progress (opened on the current chat), or None."""
-        if self._live is None and self._head_start_possible():
-            from headstart.llm.live import LiveTurn
-
-            c = self._components
-            messages = self._messages()
-            # a remote engine (headstart/llm/remote.py) opens its own LiveTurn-shaped turns
-            decoder = self._decoder()
-            open_turn = getattr(c.llm, "live_turn", None) or (
-                lambda *a, **k: LiveTurn(c.llm, *a, decoder=decoder, **k))
-            self._live = open_turn(messages, self._config.llm, c.llm_executor, clock=self._clock)
-            self._live_messages = messages
-        return self._live
+    def _open_live_turn(self, messages: list[dict[str, str]]):
+        """The user turn's LiveTurn (incremental prefill) on this session's LLM, opened on `messages`."""
+        c = self._components
+        return c.llm.live_turn(messages, self._config.llm, c.llm_executor, clock=self._clock,
+                               decoder=self._decoder())
 
     def _decoder(self):
         """The process's speculative decoder (`Components.decoder`) when this session's config asks for
         speculative decoding, else None (plain)."""
         if self._config.llm.speculative == "none":
             return None
-        return getattr(self._components, "decoder", None)
+        return self._components.decoder
 
-    def _prewarm(self) -> None:
-        """While the agent is silent and before the user's words come: prefill the chat the next user
-        turn follows (system prompt, history, the user's message header) on the llm thread, so the
-        partials, the EOU estimate and the reply only prefill the user's words. It is the turn's own
-        LiveTurn with no text yet (background work that confirmed replies overtake). Measured on the
-        default Qwen 0.5B (fp32, 2 loaded cores): the first partial's prefill of a fresh session took
-        3.2 s and held the llm thread past the end of the turn."""
-        if self.head_start.incremental_prefill:
-            live = self._ensure_live()
-            if live is not None:
-                live.update("")
+    def _new_held_reply(self, stream, text: str, messages: list[dict[str, str]]) -> Reply:
+        return self._new_reply(self._current_turn(), stream=stream, held=True, hypothesis=text, messages=messages)
 
-    def _take_live(self):
-        """The LiveTurn, if it was opened on the chat as it is now; the session's own reference is
-        dropped (a LiveTurn gives one reply)."""
-        live, messages = self._live, self._live_messages
-        self._live, self._live_messages = None, None
-        if live is not None and messages != self._messages():
-            live.close()
-            return None
-        return live
-
-    def _close_live(self) -> None:
-        live, self._live, self._live_messages = self._live, None, None
-        if live is not None:
-            with contextlib.suppress(RuntimeError):  # the executors are already shut down
-                live.close()
-
-    def _head(self, decisions: list[Decision]) -> None:
-        for decision in decisions:
-            if isinstance(decision, CancelHeld):
-                self._drop_held(decision.reason)
-            elif isinstance(decision, Preempt):
-                self._start_held(decision.text)
-
-    def _start_held(self, text: str) -> None:
-        """Start a reply to `text` that is generated and synthesised but held (nothing leaves)."""
-        live = self._ensure_live() if self._head_start_possible() else None
-        if live is None:
-            self.head_start.withdraw()  # nothing was started: no hit, no miss
-            return
-        live = self._take_live()
-        if live is None:
-            self.head_start.withdraw()
-            return
-        messages = self._messages()
-        stream = live.reply(text)
-        reply = Reply(id=f"r{next(_reply_ids)}", turn=self._current_turn(), held=True, hypothesis=text,
-                      messages=messages)
-        reply.resume.set()
-        reply.stream = stream
-        self._held = reply
-        self._held_unsubscribe = self._components.llm_priority.subscribe(self, self._on_confirmed_elsewhere)
-        reply.task = asyncio.create_task(self._reply_guarded(reply), name=f"session-held-{reply.id}")
-
-    def _on_confirmed_elsewhere(self) -> None:
-        """Another session's confirmed reply waits for the llm thread: drop a held reply still generating."""
-        held = self._held
-        if held is not None and getattr(getattr(held.stream, "stats", None), "done_at_s", 0) is None:
-            self._head(self.head_start.drop("confirmed_elsewhere"))
-
-    def _drop_held(self, reason: str) -> None:
-        """Cancel the held reply: its tokens and audio never leave (counted as wasted)."""
-        reply, self._held = self._held, None
-        self._held_unsubscribe()
-        if reply is None:
-            return
-        reply.interrupted = True
-        self._dead.add(reply.id)
-        _cancel_streams(reply)
-        if reply.task is not None and not reply.task.done():
-            reply.task.cancel()
-        self.head_start.stats.wasted_tokens += reply.num_generated_tokens
-        reply.turn.extra.setdefault("preemptive_drops", []).append(reason)
-
-    def _release(self, reply: Reply, turn: TurnTimeline, lead_s: float) -> None:
+    def _release(self, reply: Reply, turn: TurnTimeline) -> None:
         """End of turn on the held reply's own text: what it holds leaves now, in order."""
-        now = self._clock.now()
-        reply.held = False
-        reply.turn = turn
-        reply.released_at_s = now
-        turn.extra["preemptive_lead_s"] = round(lead_s, 4)
-        turn.extra["held_tokens"] = sum(len(e.token_ids) for e in reply.outbox if isinstance(e, TokenDelta))
-        turn.extra["held_audio_s"] = round(sum(t.audio_s for t in getattr(reply.tts, "timings", ())), 4)
         self._reply = reply
         if self._echo is not None:
             self._echo.reset_played()
         # the history keeps the text the reply (and the KV cache) was conditioned on
         self.history.append({"role": "user", "content": reply.hypothesis})
         self.turns.reply_started(reply.id)
-        self._out.put_nowait(ReplyStarted(reply.id, turn.transcript))
-        turn.reply_started_at_s = now
-        for event in reply.outbox:
-            self._mark(reply, event)
-            self._out.put_nowait(_Tagged(reply.id, event))
-        reply.outbox.clear()
-        reply.released.set()
+        reply.release(turn)  # ReplyStarted, then what it holds
 
     def _current_turn(self) -> TurnTimeline:
         if self._turn is None:
@@ -730,23 +546,16 @@ class Session:
             if reply is None or action.reply_id != reply.id:  # type: ignore[union-attr]
                 continue
             if isinstance(action, Pause):
-                reply.resume.clear()
-                self._out.put_nowait(ReplyPaused(reply.id))
+                reply.pause()
             elif isinstance(action, Resume):
-                reply.resume.set()
-                self._out.put_nowait(ReplyResumed(reply.id))
+                reply.resume()
             elif isinstance(action, Interrupt):
                 self._interrupt_reply(reply, action.played_s, action.reason)
 
     def _interrupt_reply(self, reply: Reply, played_s: float, reason: str) -> None:
-        if reply.interrupted:
+        if reply.cancelled:
             return
-        reply.interrupted = True
-        self._dead.add(reply.id)
-        _cancel_streams(reply)
-        if reply.task is not None and not reply.task.done():
-            reply.task.cancel()
-        heard = heard_text(reply.spans(), played_s)
+        heard = reply.cancel(reason, played_s)
         message = {"role": "assistant", "content": heard}
         if reply.history_index is not None:
             if heard:
@@ -755,7 +564,6 @@ class Session:
                 del self.history[reply.history_index]
         elif heard:
             self.history.append(message)
-        reply.resume.set()
         turn = reply.turn
         self._continuation = self._continuable(reply, played_s, reason)
         turn.extra.update(interrupted=True, interrupt_reason=reason, played_s=round(played_s, 3), heard_text=heard)
@@ -804,33 +612,15 @@ class Session:
     def _start_reply(self, turn: TurnTimeline) -> None:
         self._continue_turn(turn)
         old = self._reply
-        if old is not None and not old.interrupted and old.task is not None and not old.task.done():
+        if old is not None and old.running and not old.cancelled:
             self._interrupt_reply(old, self.turns.played_s(), "new_turn")
-        held = self._held
-        release = None
-        for decision in self.head_start.end_of_turn(turn.transcript):
-            if isinstance(decision, Release):
-                release = decision
-            else:
-                self._head([decision])
-        if release is not None and held is not None and held.messages == self._messages():
-            self._held = None
-            self._held_unsubscribe()
-            turn.extra["preemptive"] = self.head_start.take_outcome()
-            self._record_head_start(turn)
-            self._release(held, turn, release.lead_s)
+        held = self.head_start.end_of_turn(turn)  # the released reply (a hit), or None
+        self._record_eou(turn)
+        if held is not None:
+            self._release(held, turn)
             return
-        if release is not None:  # the chat changed under it (cannot happen while the agent is silent)
-            self.head_start.stats.hits -= 1
-            self.head_start.stats.misses += 1
-            self.head_start.outcome = "miss"
-            self._drop_held("history_changed")
-        turn.extra["preemptive"] = self.head_start.take_outcome()
-        self._record_head_start(turn)
-        live = self._take_live()
-        reply = Reply(id=f"r{next(_reply_ids)}", turn=turn)
-        reply.resume.set()
-        reply.released.set()
+        live = self.head_start.take_live()
+        reply = self._new_reply(turn)
         self._reply = reply
         self._confirmed_llm_pending(reply)
         if self._echo is not None:
@@ -839,13 +629,11 @@ class Session:
             reply.stream = live.reply(turn.transcript)  # the prompt is mostly prefilled already
         self.history.append({"role": "user", "content": turn.transcript})
         self.turns.reply_started(reply.id)
-        self._out.put_nowait(ReplyStarted(reply.id, turn.transcript))
-        turn.reply_started_at_s = self._clock.now()
-        reply.task = asyncio.create_task(self._reply_guarded(reply), name=f"session-reply-{reply.id}")
+        reply.start()  # ReplyStarted
 
     def _confirmed_llm_pending(self, reply: Reply) -> None:
         """Priority on the shared llm thread: a confirmed reply is waiting for it. EOU jobs queued
-        before it give way (`_eou_future`), and other sessions drop a held reply still generating (it
+        before it give way (`EOUService.estimate`), and other sessions drop a held reply still generating (it
         is regenerated at their end of turn if needed: a miss, never a stale reply)."""
         reply.llm_pending = True
         # a reply cancelled before it ever ran no longer counts
@@ -856,33 +644,73 @@ class Session:
             reply.llm_pending = False
             self._components.llm_priority.started(reply)
 
-    def _record_head_start(self, turn: TurnTimeline) -> None:
-        stats = self.head_start.stats
-        turn.extra.update(head_start=self.head_start.enabled, preemptive_hits=stats.hits,
-                          preemptive_misses=stats.misses, preemptive_wasted_tokens=stats.wasted_tokens,
-                          eou_computed=self.eou_stats["computed"], eou_skipped=self.eou_stats["skipped"],
-                          eou_compute_s=round(self.eou_stats["compute_s"], 4))
+    def _record_eou(self, turn: TurnTimeline) -> None:
+        turn.extra.update(eou_computed=self.eou.stats.computed, eou_skipped=self.eou.stats.skipped,
+                          eou_compute_s=round(self.eou.stats.compute_s, 4))
 
-    async def _reply_guarded(self, reply: Reply) -> None:
-        try:
-            await self._run_reply(reply)
-        except asyncio.CancelledError:
-            self._llm_started(reply)
-            _cancel_streams(reply)
-            raise
-        except Exception as exc:  # noqa: BLE001 - the consumer sees the error at once; the session goes on
-            self._llm_started(reply)
-            _cancel_streams(reply)
-            if reply.held:  # speculative work failed: drop it silently, the end of turn regenerates
-                if self._held is reply:
-                    self.head_start.drop("failed")
-                    self._drop_held("failed")
-                return
-            if self._reply is reply:
-                self._reply = None
-                if self.turns.reply_id == reply.id:
-                    self.turns.audio_done()
-            self._out.put_nowait(exc)
+    def _new_reply(self, turn: TurnTimeline, *, stream=None, held: bool = False, hypothesis: str = "",
+                   messages: list[dict[str, str]] | None = None) -> Reply:
+        """A reply on this session's pipeline, not started: its events go to the consumer, its audio
+        is paced by the client's playback and feeds the turn-taking and the echo detector, and its end
+        goes to the history. `stream`: its LLM stream when already open (a LiveTurn's reply), else it
+        opens one on the chat as it is when it starts running."""
+        from headstart.tts.chunker import ClauseChunker
+        from headstart.tts.stream import TTSStream
+
+        c, tt, config = self._components, self.turns, self._config
+        reply_id = f"r{next(_reply_ids)}"
+        to_16k: StreamResampler | None = None
+
+        def open_tts() -> TTSStream:
+            return TTSStream(c.tts, ClauseChunker(config.tts), c.tts_executor, clock=self._clock,
+                             frame_s=self._frame_s, output_rate_hz=config.tts.output_rate_hz)
+
+        def ahead_s() -> float | None:
+            return tt.sent_s - tt.played_s() if tt.reply_id == reply_id else None
+
+        def on_audio(frame: AudioFrame) -> None:
+            nonlocal to_16k
+            if tt.reply_id == reply_id:
+                tt.audio_sent(frame.duration_s)
+            if self._echo is not None:
+                if frame.sample_rate != SAMPLE_RATE_HZ and to_16k is None:
+                    to_16k = StreamResampler(frame.sample_rate, SAMPLE_RATE_HZ)
+                self._echo.push_played(to_16k.push(frame.samples) if to_16k is not None else frame.samples)
+
+        reply = Reply(reply_id, turn, self._send_reply_event, self._clock, open_tts, stream=stream,
+                      open_stream=self._open_reply_stream, held=held, playback_lead_s=self._lead_s,
+                      ahead_s=ahead_s, on_audio=on_audio, on_llm_started=lambda: self._llm_started(reply),
+                      on_finished=self._reply_finished, on_failed=self._reply_failed,
+                      hypothesis=hypothesis, messages=messages)
+        return reply
+
+    def _open_reply_stream(self):
+        c = self._components
+        return c.llm.reply_stream(self._messages(), self._config.llm, c.llm_executor, clock=self._clock,
+                                  decoder=self._decoder())
+
+    def _send_reply_event(self, reply: Reply, event: object) -> None:
+        self._out.put_nowait(_FromReply(reply, event))
+
+    def _reply_finished(self, reply: Reply) -> None:
+        """All of a reply's audio has left: the history keeps it, the turn is complete."""
+        if self.turns.reply_id == reply.id:
+            self.turns.audio_done()
+        reply.history_index = len(self.history)
+        self.history.append({"role": "assistant", "content": reply.turn.reply})
+        self._out.put_nowait(TurnCompleted(reply.turn, reply.id))
+
+    def _reply_failed(self, reply: Reply, exc: Exception) -> None:
+        """A stage failed: a held reply is dropped silently (the end of turn regenerates); else the
+        consumer sees the error at once and the session goes on."""
+        if reply.held:
+            self.head_start.held_failed(reply)
+            return
+        if self._reply is reply:
+            self._reply = None
+            if self.turns.reply_id == reply.id:
+                self.turns.audio_done()
+        self._out.put_nowait(exc)
 
     def _messages(self) -> list[dict[str, str]]:
         system = {"role": "system", "content": self._config.llm.system_prompt}
@@ -896,187 +724,20 @@ class Session:
     def _new_history_window(self):
         """The `TurnWindow` that bounds the history by `LLMConfig.max_history_tokens` (default "auto":
         what fits the LLM's context besides the reply, `history_budget`), or None for "none"."""
-        from headstart.llm.history import TurnWindow, approx_token_count, history_budget
+        from headstart.llm.history import TurnWindow, history_budget
 
         llm, config = self._components.llm, self._config.llm
-        tok = getattr(llm, "tokenizer", None)
-        count = (lambda t: len(tok(t, add_special_tokens=False)["input_ids"])) if tok else approx_token_count
-        budget = history_budget(config.max_history_tokens, getattr(llm, "max_positions", None),
-                                config.max_new_tokens, count(config.system_prompt))
-        return None if budget is None else TurnWindow(budget, count)
-
-    async def _run_reply(self, reply: Reply) -> None:
-        from headstart.llm.stream import ReplyStream
-        from headstart.tts.chunker import ClauseChunker
-        from headstart.tts.normalize import normalize_text
-        from headstart.tts.stream import TTSStream
-
-        c = self._components
-
-        def normalize(chunk: str) -> str:
-            spoken = normalize_text(chunk)
-            if spoken:
-                reply.chunks.append(chunk)
-            return spoken
-
-        tts = TTSStream(c.tts, ClauseChunker(self._config.tts), c.tts_executor, clock=self._clock,
-                        normalize=normalize, frame_s=self._frame_s, output_rate_hz=self._config.tts.output_rate_hz)
-        reply.tts = tts
-        audio_task = asyncio.create_task(self._pump_audio(reply, tts), name=f"session-audio-{reply.id}")
-        if reply.stream is None:
-            # a remote engine (headstart/llm/remote.py) streams its own ReplyStream-shaped replies
-            decoder = self._decoder()
-            open_reply = getattr(c.llm, "reply_stream", None) or (
-                lambda *a, **k: ReplyStream(c.llm, *a, decoder=decoder, **k))
-            reply.stream = open_reply(self._messages(), self._config.llm, c.llm_executor, clock=self._clock)
-        stream = reply.stream
-        llm_done = False
-        try:
-            async for event in stream:
-                self._llm_started(reply)
-                if isinstance(event, TokenDelta):
-                    reply.text.append(event.text)
-                    tts.push_text(event.text)
-                self._deliver(reply, event)
-            llm_done = True
-            tts.end_input()
-            await audio_task
-            await reply.released.wait()  # a held reply whose audio is all made waits for its release
-        except BaseException as exc:
-            self._llm_started(reply)
-            _cancel_streams(reply)
-            await _cancel(audio_task)
-            if not llm_done and isinstance(exc, Exception) and not isinstance(getattr(exc, "code", None), str):
-                raise StageError("llm_failed", f"the reply's LLM failed: {type(exc).__name__}: {exc}") from exc
-            raise
-        turn = reply.turn
-        reply.finished = True
-        if self.turns.reply_id == reply.id:
-            self.turns.audio_done()
-        turn.reply = "".join(reply.text).strip()
-        turn.reply_done_at_s = self._clock.now()
-        if tts.timings:  # a held reply's text was ready before its release: count from the release
-            turn.tts_first_text_at_s = max(tts.timings[0].ready_at_s, reply.released_at_s or float("-inf"))
-        reply.history_index = len(self.history)
-        self.history.append({"role": "assistant", "content": turn.reply})
-        self._out.put_nowait(TurnCompleted(turn, reply.id))
-
-    def _deliver(self, reply: Reply, event: object) -> None:
-        """Send a reply's event now, or keep it in the outbox while the reply is held."""
-        if reply.held:
-            reply.outbox.append(event)
-            return
-        self._mark(reply, event)
-        self._out.put_nowait(_Tagged(reply.id, event))
-
-    def _mark(self, reply: Reply, event: object) -> None:
-        """Timeline marks of an event leaving the session."""
-        turn = reply.turn
-        if isinstance(event, TokenDelta):
-            now = self._clock.now()
-            if turn.first_token_at_s is None:
-                turn.first_token_at_s = now
-            turn.last_token_at_s = now
-            turn.num_tokens += max(1, len(event.token_ids))
-        elif isinstance(event, ReplyDone):
-            turn.num_tokens = event.num_tokens
-
-    async def _pump_audio(self, reply: Reply, tts) -> None:
-        from headstart.audio import StreamResampler
-
-        started = False
-        to_16k = None
-        async for frame in tts:
-            if not reply.released.is_set():  # held: the first clause is synthesised, and waits here
-                await reply.released.wait()
-            while not reply.resume.is_set():  # paused for a possible barge-in: hold the audio
-                await reply.resume.wait()
-            if reply.interrupted:
-                return
-            if self._lead_s is not None:
-                await self._wait_for_playback(reply)
-            turn = reply.turn
-            if not started:
-                started = True
-                self._out.put_nowait(_Tagged(reply.id, ReplyAudioStart(reply.id, frame.sample_rate)))
-            if turn.first_audio_at_s is None:
-                turn.first_audio_at_s = self._clock.now()
-            turn.reply_audio_s += frame.duration_s
-            reply.audio_s += frame.duration_s
-            if self.turns.reply_id == reply.id:
-                self.turns.audio_sent(frame.duration_s)
-            if self._echo is not None:
-                if frame.sample_rate != SAMPLE_RATE_HZ and to_16k is None:
-                    to_16k = StreamResampler(frame.sample_rate, SAMPLE_RATE_HZ)
-                self._echo.push_played(to_16k.push(frame.samples) if to_16k is not None else frame.samples)
-            self._out.put_nowait(_Tagged(reply.id, ReplyAudio(frame, reply.id)))
-
-    async def _wait_for_playback(self, reply: Reply) -> None:
-        """Pace the audio: at most `playback_lead_s` ahead of the client's playback."""
-        tt = self.turns
-        while tt.reply_id == reply.id and not reply.interrupted:
-            ahead_s = tt.sent_s - tt.played_s()
-            if ahead_s <= self._lead_s:
-                return
-            if not reply.resume.is_set():
-                await reply.resume.wait()
-                continue
-            await self._clock.sleep(min(ahead_s - self._lead_s, 0.1))
-
-
-def _fuses_reply_prefill(model, llm) -> bool:
-    """Whether `model` (an EOU scorer) can prefill the reply prompt in its own forward on `llm`'s
-    cache: the trained head on the local engine (llm/eou_head.py `EOUHead.features`)."""
-    from headstart.llm.eou_head import EOUHead
-
-    return isinstance(model, EOUHead) and model.engine is llm and hasattr(llm, "render_prompt")
-
-
-def resolve_eou(components, config) -> tuple[object | None, object]:
-    """(the EOU model `config.session.eou` asks for or None, the EndpointConfig whose `eou_scorer` says
-    which thresholds its probabilities need). "auto" takes `config.endpoint.eou_scorer` and falls back
-    from "head" to "token" when this LLM has no trained head (the endpointer then uses the token
-    thresholds, so a probability is never read on the wrong scale)."""
-    from dataclasses import replace
-
-    endpoint, kind = config.endpoint, config.session.eou
-    get = getattr(components, "eou_model", None)
-    if get is None or kind == "none":
-        return None, endpoint
-    kinds = {"auto": [endpoint.eou_scorer] + (["token"] if endpoint.eou_scorer == "head" else []),
-             "llm": ["token"]}.get(kind, [kind])
-    for candidate in kinds:
-        model = get(candidate)
-        if model is not None:
-            endpoint = replace(endpoint, eou_scorer=candidate)
-            trained = getattr(getattr(model, "weights", None), "thresholds", None)
-            if candidate == "head" and endpoint.head_thresholds == "trained" and trained is not None:
-                # the head's own calibration (docs/listening.md: 3.2 % false cut-offs on bench asr's
-                # pause set against 13.8 % with the generic 0.15/0.75, once the final's score comes fast)
-                endpoint = replace(endpoint, eou_low=float(trained[0]), eou_high=float(trained[1]))
-            return model, endpoint
-    return None, endpoint
-
-
-class StageError(RuntimeError):
-    """A stage failed; the session goes on. `code` names the failure for the server's `error` event:
-    "llm_failed" (the local LLM raised, e.g. a prompt beyond its context)."""
-
-    def __init__(self, code: str, message: str) -> None:
-        super().__init__(message)
-        self.code = code
+        budget = history_budget(config.max_history_tokens, llm.max_positions, config.max_new_tokens,
+                                llm.count_tokens(config.system_prompt))
+        return None if budget is None else TurnWindow(budget, llm.count_tokens)
 
 
 @dataclass(frozen=True, slots=True)
-class _Tagged:
-    reply_id: str
+class _FromReply:
+    """An event a reply sent: `Reply.delivers` says at the queue's end whether it still leaves."""
+
+    reply: Reply
     event: object
-
-
-def _cancel_streams(reply: Reply) -> None:
-    for stream in (reply.stream, reply.tts):
-        if stream is not None:
-            stream.cancel()
 
 
 async def _cancel(task: asyncio.Task) -> None:

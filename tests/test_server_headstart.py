@@ -53,7 +53,7 @@ async def wait_until(predicate, timeout_s: float, what: str) -> None:
 
 
 def held_with_audio(session) -> bool:
-    held = session._held
+    held = session.head_start.held
     return held is not None and held.tts is not None and bool(held.tts.timings)
 
 
@@ -128,7 +128,7 @@ def test_a_pause_then_more_speech_drops_the_held_reply_and_answers_all_of_it(com
             await client.send_audio(np.concatenate([first, silence(0.5)]))
             # the pause goes on (in audio time) only once a reply for the first part is held
             await wait_until(lambda: held_with_audio(session), 120, "a held reply for the first part")
-            first_held = session._held.id
+            first_held = session.head_start.held.id
             await client.send_audio(np.concatenate([silence(1.0), second, silence(2.5)]))
             await client.wait_for(lambda: client.of("metrics.turn"), 180)
             await client.ws.close()
@@ -201,8 +201,8 @@ def test_a_listening_session_prefills_the_chat_before_the_user_speaks(components
         try:
             for _ in range(10):
                 await session.push_audio(AudioFrame(np.zeros(320, np.float32), 16000))
-            if session._live is not None:
-                await session._live.wait_idle()
+            if session.head_start.live is not None:
+                await session.head_start.live.wait_idle()
             return tuple(engine.tokens)
         finally:
             await session.aclose()

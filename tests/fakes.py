@@ -1,0 +1,154 @@
+"""Shared test fakes (plain objects implementing headstart/seams.py's protocols and the listener's shape).
+Each section says who uses it."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import deque
+
+import numpy as np
+
+from headstart.events import ReplyDone, TokenDelta
+
+# -- scripted session stages: a listener, an LLM backend and a synthesiser (tests/test_session.py) ------
+
+
+class ScriptedListener:
+    """A listener (voice/listener.py `Listener`'s shape) that emits scripted events by audio time: each
+    event of `script` (a list of (audio_s, event)) is emitted by the `push` whose audio reaches
+    `audio_s`; `end_input` emits the rest and ends the stream. `made` records every instance."""
+
+    made: list[ScriptedListener] = []
+
+    def __init__(self, script, eou_scorer=None, acoustic_scorer=None) -> None:
+        self.script = deque(sorted(script, key=lambda item: item[0]))
+        self.eou_scorer, self.acoustic_scorer = eou_scorer, acoustic_scorer
+        self.audio_s = 0.0
+        self.bargein_armed = False
+        self.silence_pending = False
+        self._queue: asyncio.Queue = asyncio.Queue()
+        ScriptedListener.made.append(self)
+
+    async def push(self, frame) -> None:
+        self.audio_s += frame.duration_s
+        while self.script and self.script[0][0] <= self.audio_s + 1e-9:
+            self._queue.put_nowait(self.script.popleft()[1])
+
+    async def commit(self) -> None:
+        await self.end_input()
+
+    async def end_input(self) -> None:
+        while self.script:
+            self._queue.put_nowait(self.script.popleft()[1])
+        self._queue.put_nowait(None)
+
+    def __aiter__(self):
+        return self
+
+    async def __anext__(self):
+        event = await self._queue.get()
+        if event is None:
+            self._queue.put_nowait(None)
+            raise StopAsyncIteration
+        return event
+
+
+class ScriptedStats:
+    def __init__(self, requested_at_s: float) -> None:
+        self.requested_at_s = requested_at_s
+        self.token_times_s: list[float] = []
+        self.done_at_s: float | None = None
+
+
+class ScriptedReplyStream:
+    """An `LLMReplyStream` that answers with `text` word by word once `gate` is set (the test decides
+    when the first token comes); it touches the clock only to stamp its stats."""
+
+    def __init__(self, text: str, gate: asyncio.Event, clock) -> None:
+        self.words = text.split()
+        self.gate = gate
+        self.clock = clock
+        self.stats = ScriptedStats(clock.now())
+        self.cancelled = False
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    async def __aiter__(self):
+        await self.gate.wait()
+        for i, word in enumerate(self.words):
+            if self.cancelled:
+                return
+            self.stats.token_times_s.append(self.clock.now())
+            yield TokenDelta(word if i == 0 else " " + word, (i,))
+        self.stats.done_at_s = self.clock.now()
+        yield ReplyDone(" ".join(self.words), len(self.words), "eos")
+
+
+class ScriptedTurn:
+    """An `LLMTurn`: records the partials it prefilled; its reply is the backend's answer."""
+
+    def __init__(self, llm: ScriptedLLM, messages) -> None:
+        self.llm, self.messages = llm, [dict(m) for m in messages]
+        self.updates: list[str] = []
+        self.closed = False
+
+    def update(self, user_text: str) -> None:
+        self.updates.append(user_text)
+
+    def reply(self, final_text: str) -> ScriptedReplyStream:
+        return self.llm.answer([*self.messages, {"role": "user", "content": final_text}])
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class ScriptedLLM:
+    """An `LLMBackend` with no model: `answers` maps a user text to the reply text ("I do not know."
+    for any other); every reply waits for `gate` (set it when the first token should come). It records
+    the chats it was asked to answer (`asked`) and the turns it opened (`turns`)."""
+
+    max_positions = None
+
+    def __init__(self, clock, answers: dict[str, str] | None = None) -> None:
+        self.clock = clock
+        self.answers = answers or {}
+        self.gate = asyncio.Event()
+        self.asked: list[list[dict[str, str]]] = []
+        self.turns: list[ScriptedTurn] = []
+
+    def answer(self, messages) -> ScriptedReplyStream:
+        self.asked.append([dict(m) for m in messages])
+        text = self.answers.get(messages[-1]["content"], "I do not know.")
+        return ScriptedReplyStream(text, self.gate, self.clock)
+
+    def reply_stream(self, messages, config, executor, clock=None, *, decoder=None) -> ScriptedReplyStream:
+        return self.answer(messages)
+
+    def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None) -> ScriptedTurn:
+        self.turns.append(ScriptedTurn(self, messages_before))
+        return self.turns[-1]
+
+    def count_tokens(self, text: str) -> int:
+        return len(text.split())
+
+
+class ScriptedTTS:
+    """A `Synthesizer`: `seconds_per_word` of silence per word, at 16 kHz, in one array per chunk."""
+
+    sample_rate = 16000
+    name = "scripted"
+
+    def __init__(self, seconds_per_word: float = 0.25) -> None:
+        self.seconds_per_word = seconds_per_word
+        self.spoken: list[str] = []
+
+    def synthesize(self, text: str):
+        words = text.split()
+        if not words:
+            return
+        self.spoken.append(text)
+        yield np.zeros(int(round(len(words) * self.seconds_per_word * self.sample_rate)), np.float32)
+
+    def warm_up(self) -> None:
+        pass

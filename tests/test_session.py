@@ -1,0 +1,146 @@
+"""The Session driven only through its public API (`push_audio`, the event iterator, `end_input`) on a
+FakeClock, with a scripted listener, LLM and synthesiser (tests/fakes.py): the events in order and the
+turn's derived latencies, exactly. The head start holds the reply at the VAD's speech end and the end
+of turn releases it; a turn whose final differs regenerates the reply on the final text."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+
+import numpy as np
+import pytest
+from fakes import ScriptedLLM, ScriptedListener, ScriptedTTS
+
+from headstart.audio import AudioFrame
+from headstart.clock import FakeClock
+from headstart.components import Components
+from headstart.config import PipelineConfig, SessionConfig
+from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, ReplyDone, SpeechEnded, SpeechStarted, TokenDelta
+from headstart.reply import ReplyAudio, ReplyAudioStart, ReplyStarted, TurnCompleted
+from headstart.session import Session
+
+FRAME_S = 0.1
+
+
+def user_turn(final: str) -> list:
+    """One user turn by audio time: speech 0.3-1.5 s, the final at 1.6 s, the end of turn at 1.8 s."""
+    return [
+        (0.3, SpeechStarted(0.3)),
+        (0.8, PartialTranscript("", "What time", 0.8)),
+        (1.2, PartialTranscript("What time", "is it?", 1.2)),
+        (1.5, SpeechEnded(1.5)),
+        (1.6, FinalTranscript(final, 1.5)),
+        (1.8, EndOfTurn(1.8, 0.9)),
+    ]
+
+
+async def settle() -> None:
+    for _ in range(20):
+        await asyncio.sleep(0)
+
+
+def run_turn(final: str, session_config: SessionConfig | None = None):
+    """Push 1.8 s of audio (the clock moves with it), let the first token come 0.2 s after the end of
+    turn, and collect every event until the stream ends. Returns (events, llm, tts, history)."""
+    clock = FakeClock()
+    config = replace(PipelineConfig(), session=session_config or SessionConfig(eou="none"))
+    llm = ScriptedLLM(clock, {"What time is it?": "It is noon.", "What time is it now?": "Still noon."})
+    tts = ScriptedTTS(seconds_per_word=0.25)
+    components = Components(config=config, asr=None, llm=llm, tts=tts)
+
+    async def main():
+        session = Session(components, clock, echo=None,
+                          listener=lambda eou, acoustic: ScriptedListener(user_turn(final), eou, acoustic))
+        events: list = []
+
+        async def consume():
+            async for event in session:
+                events.append((round(clock.now(), 6), event))
+
+        consumer = asyncio.create_task(consume())
+        for _ in range(18):
+            clock.advance(FRAME_S)
+            await session.push_audio(AudioFrame(np.zeros(int(16000 * FRAME_S), np.float32), 16000))
+            await settle()
+        clock.advance(0.2)  # the LLM's first token comes 0.2 s after the end of turn
+        llm.gate.set()
+        await settle()
+        await session.end_input()
+        await asyncio.wait_for(consumer, 10)
+        return events, session.history
+
+    try:
+        events, history = asyncio.run(main())
+    finally:
+        components.close()
+    return events, llm, tts, history
+
+
+def kinds(events) -> list[str]:
+    return [type(e).__name__ for _, e in events]
+
+
+def test_a_held_reply_released_at_the_end_of_turn():
+    events, llm, tts, history = run_turn("What time is it?")
+    assert kinds(events) == [
+        "SpeechStarted", "PartialTranscript", "PartialTranscript", "SpeechEnded", "FinalTranscript",
+        "EndOfTurn", "ReplyStarted", "TokenDelta", "TokenDelta", "TokenDelta", "ReplyDone",
+        "ReplyAudioStart", "ReplyAudio", "TurnCompleted"]
+    at = {type(e).__name__: t for t, e in reversed(events)}  # the first of each kind
+    assert (at["SpeechStarted"], at["SpeechEnded"], at["FinalTranscript"], at["EndOfTurn"]) == (0.3, 1.5, 1.6, 1.8)
+    assert (at["ReplyStarted"], at["TokenDelta"], at["ReplyAudio"]) == (1.8, 2.0, 2.0)
+    started = next(e for _, e in events if isinstance(e, ReplyStarted))
+    assert started.transcript == "What time is it?"
+    assert "".join(e.text for _, e in events if isinstance(e, TokenDelta)) == "It is noon."
+    assert all(e.reply_id == started.reply_id for _, e in events
+               if isinstance(e, (TokenDelta, ReplyDone, ReplyAudioStart, ReplyAudio, TurnCompleted)))
+    (audio,) = [e for _, e in events if isinstance(e, ReplyAudio)]
+    assert audio.frame.duration_s == pytest.approx(0.75)  # three words of the scripted voice
+    # one prefill turn: opened before the user spoke (prewarm), fed every partial, gave the reply
+    (turn,) = llm.turns
+    assert turn.updates == ["", "What time", "What time is it?"]
+    assert llm.asked == [[{"role": "system", "content": PipelineConfig().llm.system_prompt},
+                          {"role": "user", "content": "What time is it?"}]]
+    assert tts.spoken == ["It is noon."]
+    assert history == [{"role": "user", "content": "What time is it?"}, {"role": "assistant", "content": "It is noon."}]
+
+    timeline = events[-1][1].timeline
+    assert timeline.transcript == "What time is it?" and timeline.reply == "It is noon."
+    metrics = timeline.metrics()
+    expected = {"vad_end_to_final_s": 0.1, "vad_end_to_turn_end_s": 0.3, "vad_end_to_first_token_s": 0.5,
+                "vad_end_to_first_audio_s": 0.5, "turn_end_to_first_audio_s": 0.2, "ttft_s": 0.2,
+                "tts_ttfa_s": 0.0}
+    assert {k: metrics[k] for k in expected} == pytest.approx(expected, abs=1e-9)
+    extra = timeline.extra
+    assert (extra["preemptive"], extra["preemptive_lead_s"], extra["preemptive_hits"]) == ("hit", 0.3, 1)
+    assert extra["held_tokens"] == 0  # the first token came after the release
+    assert extra["eou_probability"] == 0.9 and extra["eou_computed"] == 0
+
+
+def test_a_final_that_differs_drops_the_held_reply_and_answers_the_final():
+    events, llm, tts, history = run_turn("What time is it now?")
+    assert kinds(events) == [
+        "SpeechStarted", "PartialTranscript", "PartialTranscript", "SpeechEnded", "FinalTranscript",
+        "EndOfTurn", "ReplyStarted", "TokenDelta", "TokenDelta", "ReplyDone",
+        "ReplyAudioStart", "ReplyAudio", "TurnCompleted"]
+    # held on the partial at the speech end, dropped by the final, held again on it, released
+    assert [m[-1]["content"] for m in llm.asked] == ["What time is it?", "What time is it now?"]
+    assert "".join(e.text for _, e in events if isinstance(e, TokenDelta)) == "Still noon."
+    assert tts.spoken == ["Still noon."]  # not one sound of the stale reply
+    timeline = events[-1][1].timeline
+    assert timeline.extra["preemptive"] == "hit" and timeline.extra["preemptive_misses"] == 1
+    assert timeline.extra["preemptive_drops"] == ["text_changed"]
+    assert timeline.extra["preemptive_lead_s"] == pytest.approx(0.2)  # held since the final at 1.6 s
+    assert timeline.metrics()["turn_end_to_first_audio_s"] == pytest.approx(0.2, abs=1e-9)
+    assert history[-1] == {"role": "assistant", "content": "Still noon."}
+
+
+def test_without_the_head_start_the_reply_starts_at_the_end_of_turn():
+    events, llm, tts, _ = run_turn("What time is it?", SessionConfig(eou="none", head_start=False))
+    assert llm.turns == []  # no prefill turn, no held reply
+    assert len(llm.asked) == 1
+    at = {type(e).__name__: t for t, e in reversed(events)}
+    assert (at["ReplyStarted"], at["TokenDelta"], at["ReplyAudio"]) == (1.8, 2.0, 2.0)
+    extra = events[-1][1].timeline.extra
+    assert extra["preemptive"] == "none" and extra["head_start"] is False
