@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import pytest
 import torch
+import transformers
+from devices import DEVICES, tolerance
 
 from headstart.config import LLMConfig
 from headstart.llm.engine import LLMEngine, LLMError
@@ -39,7 +41,7 @@ class TinyTokenizer:
         return None
 
 
-def _tiny(kind: str, seed: int = 0):
+def _tiny(kind: str, seed: int = 0, device: str = "cpu"):
     from transformers import (
         Gemma3ForCausalLM,
         Gemma3TextConfig,
@@ -63,7 +65,7 @@ def _tiny(kind: str, seed: int = 0):
     else:
         raise ValueError(kind)
     torch.manual_seed(seed)
-    model = model_cls(config).eval()
+    model = model_cls(config).to(device).eval()
     model.requires_grad_(False)
     model.generation_config.eos_token_id = None
     return LLMEngine(model, TinyTokenizer(), CONFIG)
@@ -73,9 +75,21 @@ KINDS = ["llama", "qwen2", "gemma3"]
 PROMPT = [3, 17, 42, 8, 8, 19, 3, 17, 42, 60, 11, 5, 23, 3, 17, 42, 9, 30, 31, 32, 33, 12]  # 22 > the window
 
 
+# transformers' past recording (sliding-window rollback) fails on every device before 5.24 (5.17: the
+# attention mask assumes the window while the recorded keys are longer); the CPU case shows it there.
+_SLIDING_ROLLBACK = tuple(int(x) for x in transformers.__version__.split(".")[:2]) >= (5, 24)
+
+
+@pytest.fixture(scope="module", params=DEVICES)
+def device(request) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module", params=KINDS)
-def engine(request) -> LLMEngine:
-    return _tiny(request.param)
+def engine(request, device) -> LLMEngine:
+    if request.param == "gemma3" and device != "cpu" and not _SLIDING_ROLLBACK:
+        pytest.skip(f"transformers {transformers.__version__}: sliding-window past recording fails on CPU too")
+    return _tiny(request.param, device=device)
 
 
 def _fresh_logits(engine: LLMEngine, ids: list[int]) -> torch.Tensor:
@@ -90,13 +104,14 @@ def test_chunked_prefill_equals_one_shot(engine):
         engine.sync_to(PROMPT[:end])
     chunked = engine.prefill(PROMPT)
     assert engine.tokens == tuple(PROMPT)
-    torch.testing.assert_close(chunked, one_shot, rtol=1e-5, atol=1e-5)
+    tol = tolerance(engine.model.device.type)
+    torch.testing.assert_close(chunked, one_shot, **tol)
     # ... and token by token
     engine.reset()
     logits = engine.prefill(PROMPT[:1])
     for token in PROMPT[1:]:
         logits = engine.decode(token)
-    torch.testing.assert_close(logits, one_shot, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(logits, one_shot, **tol)
 
 
 @pytest.mark.parametrize("keep", [20, 12, 3])
@@ -107,7 +122,7 @@ def test_rollback_then_reprefill_equals_a_fresh_cache(engine, keep):
     engine.prefill(PROMPT)
     again = engine.prefill(other)  # crops to the LCP (or, if it cannot, recomputes) and goes on
     assert engine.tokens == tuple(other)
-    torch.testing.assert_close(again, reference, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(again, reference, **tolerance(engine.model.device.type))
 
 
 def test_verify_rollback_within_new_tokens_is_exact_even_past_the_window(engine):
@@ -119,7 +134,7 @@ def test_verify_rollback_within_new_tokens_is_exact_even_past_the_window(engine)
     engine.crop(base + 1)
     continued = engine.decode(60)
     reference = _fresh_logits(engine, PROMPT + [50, 60])
-    torch.testing.assert_close(continued, reference, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(continued, reference, **tolerance(engine.model.device.type))
 
 
 def test_sliding_window_cache_refuses_an_impossible_rollback_clearly():
@@ -155,14 +170,15 @@ def test_prompt_lookup_equals_plain_greedy(engine):
 @pytest.mark.parametrize("prompt", [[10], PROMPT])
 def test_draft_model_equals_plain_greedy(engine, prompt):
     kind = {"LlamaForCausalLM": "llama", "Qwen2ForCausalLM": "qwen2"}.get(type(engine.model).__name__, "gemma3")
-    draft = _tiny(kind, seed=1)  # a different model: many rejections, so both paths are exercised
+    device = engine.model.device.type
+    draft = _tiny(kind, seed=1, device=device)  # a different model: many rejections, so both paths are exercised
     expected = _plain(engine, prompt, 24)
     decoder = Decoder(engine, DraftModelDrafter(draft, engine), speculate_k=3, policy=DraftingPolicy(margin=0.0))
     engine.reset()
     assert list(decoder.generate(prompt, 24, Sampling())) == expected
     assert decoder.stats.verify_steps > 0
     # The model as its own drafter: every draft accepted, still the same tokens.
-    same = _tiny(kind, seed=0)
+    same = _tiny(kind, seed=0, device=device)
     decoder = Decoder(engine, DraftModelDrafter(same, engine), speculate_k=3, policy=DraftingPolicy(margin=0.0))
     engine.reset()
     assert list(decoder.generate(prompt, 24, Sampling())) == expected

@@ -110,7 +110,7 @@ class KVCache:
             )
         if num_tokens == 0:
             # Dropping everything: reset is exact on every layer type, crop is not (sliding windows).
-            self.raw.reset()
+            self.reset()
         elif self._crop_takes_count:
             self.raw.crop(num_tokens - current)  # a negative count of tokens to drop
         else:
@@ -122,5 +122,18 @@ class KVCache:
             )
 
     def reset(self) -> None:
-        """Drop every position."""
-        self.raw.reset()
+        """Drop every position, on every layer type. RuntimeError if some layer still holds one."""
+        import torch
+
+        # Before transformers 5.2x, `reset` zeroes the tensors in place (refused, outside inference mode,
+        # for those the model wrote under it) and keeps their positions: drop what it left.
+        with torch.inference_mode():
+            self.raw.reset()
+        for layer in getattr(self.raw, "layers", ()):
+            keys, values = getattr(layer, "keys", None), getattr(layer, "values", None)
+            if keys is not None and values is not None and keys.dim() >= 2 and keys.shape[-2]:
+                layer.keys, layer.values = keys[..., :0, :], values[..., :0, :]
+            if isinstance(getattr(layer, "cumulative_length", None), int):
+                layer.cumulative_length = 0
+        if len(self):
+            raise RuntimeError(f"the KV cache still holds {len(self)} positions after a reset")
