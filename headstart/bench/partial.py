@@ -28,6 +28,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default="smollm2-135m")
     parser.add_argument("--exit-layer", type=int, default=None, help="default: n/4 (the head must be trained)")
     parser.add_argument("--head", default=None, help="head file (default: where train-proposal saves it)")
+    parser.add_argument("--drafter", choices=["head", "eagle"], default="head",
+                        help="head: layers 1..L + a proposal head; eagle: the EAGLE-style network on exit layer L "
+                             "(llm/eagle.py, trained by train-eagle; runs on the int8 default path)")
+    parser.add_argument("--eagle", default=None, help="EAGLE network file (default: where train-eagle saves it)")
+    parser.add_argument("--min-confidence", type=float, default=0.0, help="eagle: stop drafting below this top probability")
+    parser.add_argument("--verify-costs", action="store_true",
+                        help="instead: the cost of a verify of k = 1..9 positions, of layers 1..L and of one EAGLE "
+                             "step against one decode step, and the speed-up bound (bench/verify_costs.py)")
     parser.add_argument("--k", type=int, default=3, help="draft tokens per verify step")
     parser.add_argument("--decode-tokens", type=int, default=32)
     parser.add_argument("--prompts", type=int, default=3, help="how many of the bench's decode prompts (1-3)")
@@ -36,9 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
 
     parser.add_argument("--llm-dtype", "--dtype", dest="dtype", choices=DTYPE_CHOICES, default="float32")
-    parser.add_argument("--llm-quantize", dest="quantize", choices=QUANTIZE_CHOICES, default="none",
-                        help="int8 Linear layers for the model (default none: the proposal head was trained on "
-                             "float32 features)")
+    parser.add_argument("--llm-quantize", dest="quantize", choices=QUANTIZE_CHOICES, default=None,
+                        help="int8 Linear layers for the model (default none for --drafter head: the proposal head "
+                             "was trained on float32 features; auto, the int8 default path, for --drafter eagle and "
+                             "--verify-costs)")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--history-turns", type=int, default=0,
                         help="instead: the KV-cache memory curve of an N-turn chat, bounded vs unbounded "
@@ -128,6 +137,10 @@ def run_from_args(args: argparse.Namespace) -> int:
         return 2
     if args.history_turns:
         return _history_curve(args)
+    if args.verify_costs:
+        return _verify_costs(args)
+    if args.drafter == "eagle":
+        return _eagle_run(args)
     # the proposal heads are trained on (and read) the float model's weights: no int8 here
     config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens,
                        quantize=None if args.quantize == "none" else args.quantize)
@@ -298,3 +311,126 @@ def trained_self_drafter(engine, model: str):
         return load_self_drafter(engine, int(heads[0].stem.split("-")[1]), heads[0]) if heads else None
     except Exception:  # noqa: BLE001 - an optional row: never fails the bench
         return None
+
+
+def _load_engine(args: argparse.Namespace, quantize: str | None):
+    from headstart.config import LLMConfig, ThreadPlan
+    from headstart.llm.engine import LLMEngine
+    from headstart.models import resolve_model
+
+    config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens,
+                       quantize=quantize)
+    folder = resolve_model(args.model)
+    return LLMEngine.load(folder, config, ThreadPlan(torch_threads=args.threads)), folder, config
+
+
+def _bench_prompts(engine, config, count: int) -> list[list[int]]:
+    from headstart.bench.llm import CONVERSATION, DECODE_PROMPTS
+    from headstart.llm.stream import with_system_prompt
+
+    return [engine.render_prompt(with_system_prompt([*CONVERSATION, {"role": "user", "content": t}],
+                                                    config.system_prompt)) for t in DECODE_PROMPTS[:max(1, count)]]
+
+
+def _quantize_arg(args: argparse.Namespace) -> str:
+    # the EAGLE network and the cost table are about the default path: int8 unless asked otherwise
+    return args.quantize or "auto"
+
+
+def _verify_costs(args: argparse.Namespace) -> int:
+    """The cost table of bench/verify_costs.py on the first decode prompt."""
+    from headstart.bench.verify_costs import measure_costs, speedup_table
+    from headstart.models import ModelError
+
+    try:
+        engine, _, config = _load_engine(args, None if _quantize_arg(args) == "none" else _quantize_arg(args))
+    except (ModelError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    engine.warm_up()
+    n = engine.model.config.num_hidden_layers
+    exits = sorted({max(1, n // 6), max(1, n // 4), max(1, n // 3)} | ({args.exit_layer} if args.exit_layer else set()))
+    costs = measure_costs(engine, _bench_prompts(engine, config, 1)[0], exits, list(range(1, 10)), repeats=9,
+                          eagle_widths=[1024, int(engine.model.config.intermediate_size)], vocab_sizes=[4096, 8192])
+    draft = costs["eagle_step_s"][1024] + costs["head_rows_s"][8192]
+    table = speedup_table(costs, draft, [0.3, 0.4, 0.5, 0.6, 0.7, 0.8], list(range(1, 9)))
+    result = {"model": args.model, "threads": args.threads, "quantize": engine.quantize, **costs,
+              "eagle_draft_step_s": draft, "speedup_bound": table}
+    if not args.json:
+        t = costs["decode_s"]
+        print(f"\nverify costs: {args.model}, {engine.quantize or 'float32'}, {args.threads} thread(s), "
+              f"context {costs['context_tokens']} tokens; one decode step {t * 1e3:.1f} ms")
+        print(f"{'k positions':>12}" + "".join(f"{k:>7}" for k in costs["verify_s"]))
+        print(f"{'verify / step':>12}" + "".join(f"{v / t:>7.2f}" for v in costs["verify_s"].values()))
+        print("layers 1..L / step: " + ", ".join(f"L={L} {v / t:.3f}" for L, v in costs["layers_s"].items())
+              + f"; full LM head {costs['lm_head_s'] / t:.3f}")
+        print("EAGLE step / step: " + ", ".join(f"MLP {w} {v / t:.4f}" for w, v in costs["eagle_step_s"].items())
+              + "; LM head rows " + ", ".join(f"{n} {v / t:.4f}" for n, v in costs["head_rows_s"].items()))
+        print(f"\npredicted speed-up E(a, k) / (k c + v(k+1)), c = {draft / t:.4f}:")
+        keys = [key for key in table[0] if key.startswith("a=")]
+        print(f"{'k':>3}{'cost':>7}" + "".join(f"{key:>8}" for key in keys))
+        for row in table:
+            print(f"{row['k']:>3}{row['cost_steps']:>7.2f}" + "".join(f"{row[key]:>8.2f}" for key in keys))
+    print(json.dumps(result))
+    return 0
+
+
+def _eagle_run(args: argparse.Namespace) -> int:
+    """Plain greedy vs speculative decoding with the EAGLE drafter, the same prompts in turn, int8 by
+    default: tokens/s, acceptance, accepted per verify, exactness, the drafter's step costs."""
+    from headstart.llm.eagle import EagleDrafter, default_eagle_path, load_eagle
+    from headstart.llm.sampling import Sampling
+    from headstart.llm.speculative import Decoder, DraftingPolicy
+    from headstart.models import ModelError
+
+    quantize = _quantize_arg(args)
+    try:
+        engine, folder, config = _load_engine(args, None if quantize == "none" else quantize)
+        n = engine.model.config.num_hidden_layers
+        exit_layer = args.exit_layer if args.exit_layer is not None else max(1, n // 4)
+        net = load_eagle(args.eagle or default_eagle_path(folder, exit_layer))
+        drafter = EagleDrafter(engine, net, args.min_confidence, quantize=engine.quantize)
+    except (ModelError, FileNotFoundError, ValueError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    engine.warm_up()
+    prompts = _bench_prompts(engine, config, args.prompts)
+    policy = DraftingPolicy(min_spec_steps=10**9)  # forced on: the raw trade-off
+    policy.record_plain(1.0)
+    decoder = Decoder(engine, drafter, args.k, policy)
+    ref, spec = [], []
+    plain_s = spec_s = 0.0
+    plain_n = spec_n = 0
+    for prompt in prompts:  # plain, then EAGLE on the same prompt: a load change hits both alike
+        for which in ("plain", "eagle"):
+            engine.reset()
+            drafter.reset()
+            gen = engine.generate(prompt, args.decode_tokens, Sampling()) if which == "plain" else \
+                decoder.generate(prompt, args.decode_tokens, Sampling())
+            out, _, rest = _timed(gen, args.device)
+            if which == "plain":
+                ref.append(out)
+                plain_s, plain_n = plain_s + rest, plain_n + max(0, len(out) - 1)
+            else:
+                spec.append(out)
+                spec_s, spec_n = spec_s + rest, spec_n + max(0, len(out) - 1)
+    stats = decoder.stats
+    plain_tps = plain_n / plain_s if plain_s else 0.0
+    spec_tps = spec_n / spec_s if spec_s else 0.0
+    result = {"model": args.model, "drafter": "eagle", "quantize": engine.quantize, "threads": args.threads,
+              "exit_layer": exit_layer, "num_layers": n, "feature_offset": net.cfg.feature_offset, "k": args.k,
+              "decode_tokens": args.decode_tokens, "prompts": len(prompts), "plain_tok_per_s": round(plain_tps, 2),
+              "eagle_tok_per_s": round(spec_tps, 2), "speedup": round(spec_tps / plain_tps, 3) if plain_tps else None,
+              "acceptance_rate": round(stats.acceptance_rate or 0.0, 4),
+              "mean_accepted": round(stats.mean_accepted or 0.0, 3), "verify_steps": stats.verify_steps,
+              "exact": spec == ref, "trained": net.cfg.meta}
+    if not args.json:
+        print(f"\nEAGLE drafter: {args.model} ({engine.quantize or 'float32'}, {args.threads} thread(s)), exit layer "
+              f"{exit_layer} of {n}, feature offset {net.cfg.feature_offset}, k={args.k}, {len(prompts)} prompts x "
+              f"{args.decode_tokens} tokens")
+        print(f"{'decode':<12}{'tok/s':>8}{'speedup':>9}{'accept':>8}{'mean acc':>10}{'exact':>7}")
+        print(f"{'plain':<12}{plain_tps:>8.2f}{'1.00x':>9}")
+        print(f"{'eagle':<12}{spec_tps:>8.2f}{result['speedup'] or 0:>8.2f}x{result['acceptance_rate']:>8.0%}"
+              f"{result['mean_accepted']:>10.2f}{str(result['exact']):>7}")
+    print(json.dumps(result))
+    return 0
