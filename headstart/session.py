@@ -49,6 +49,7 @@ from dataclasses import dataclass
 from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, StreamResampler, resample, to_mono_float32
 from headstart.clock import Clock, MonotonicClock
 from headstart.components import Components
+from headstart.conversation import Conversation
 from headstart.echo import EchoDetector, normalized_xcorr_peak
 from headstart.eou_service import EOUService, fuses_reply_prefill
 from headstart.events import (
@@ -72,7 +73,6 @@ from headstart.reply import (
     heard_text,
 )
 from headstart.timeline import AudioClockMap, TurnTimeline
-from headstart.voice.turn_fusion import ending
 from headstart.turntaking import (
     FILLER_WORDS,
     Action,
@@ -100,13 +100,6 @@ __all__ = [
 _END = object()
 _FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionConfig.eou names
 _reply_ids = itertools.count(1)
-# Continuations (the listening issue): speech that starts within CONTINUATION_GAP_S of a turn's end and
-# cuts that turn's reply off with at most CONTINUATION_MAX_HEARD_S of it played continues the same user
-# message when that message did not end a sentence (the recogniser wrote a trailing-off mark or no
-# sentence end: the turn had ended inside a pause): the texts are joined, the reply is generated on the
-# whole and the history holds one user turn. After a finished sentence it is a new turn (a barge-in).
-CONTINUATION_GAP_S = 2.0
-CONTINUATION_MAX_HEARD_S = 1.0
 
 
 class Session:
@@ -173,7 +166,7 @@ class Session:
         self._make_listener = listener
         self._listener = self._new_listener()
         self._out: asyncio.Queue[object] = asyncio.Queue()
-        self.history: list[dict[str, str]] = []
+        self.conversation = Conversation(self._config.llm.system_prompt, self._new_history_window)
         self.audio_clock = AudioClockMap()
         self._audio_s = 0.0
         self._turn: TurnTimeline | None = None
@@ -183,8 +176,6 @@ class Session:
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._speech_started_at: float | None = None  # the current utterance's first speech start
-        self._continuation: int | None = None  # history index of the user message the next turn continues
-        self._history_window: object = _FROM_CONFIG  # llm/history.TurnWindow, None (unbounded) once made
 
     def _new_listener(self):
         eou = self.eou
@@ -292,8 +283,7 @@ class Session:
         """Forget the conversation: stop any reply, drop the input in progress, clear the history."""
         self._apply(self.turns.interrupt("reset"))
         await self.clear_input()
-        self.history.clear()  # the engine's next prefill keeps only the system prompt's prefix
-        self._continuation = None
+        self.conversation.clear()
 
     async def end_input(self) -> None:
         """No more user audio: finish the open turn (and its reply); then the event stream ends."""
@@ -441,7 +431,7 @@ class Session:
             self._apply(tt.final(event.text, self._reply_text(), echo=self._sure_echo()))
             if tt.utterance == "ignored":
                 self._turn = None
-                self._continuation = None  # the utterance that cut the reply off is no turn
+                self.conversation.no_continuation()  # the utterance that cut the reply off is no turn
                 if was_echo:
                     return
                 self._out.put_nowait(event)
@@ -451,7 +441,7 @@ class Session:
             turn.transcript = event.text
             if not event.text.strip():
                 self._turn = None  # no words: the listener ends this utterance without a turn
-                self._continuation = None
+                self.conversation.no_continuation()
                 self.head_start.cancel("no_words")
             elif tt.utterance == "user":
                 self._out.put_nowait(event)
@@ -519,7 +509,7 @@ class Session:
         if self._echo is not None:
             self._echo.reset_played()
         # the history keeps the text the reply (and the KV cache) was conditioned on
-        self.history.append({"role": "user", "content": reply.hypothesis})
+        self.conversation.add_user(reply.hypothesis)
         self.turns.reply_started(reply.id)
         reply.release(turn)  # ReplyStarted, then what it holds
 
@@ -556,16 +546,9 @@ class Session:
         if reply.cancelled:
             return
         heard = reply.cancel(reason, played_s)
-        message = {"role": "assistant", "content": heard}
-        if reply.history_index is not None:
-            if heard:
-                self.history[reply.history_index] = message
-            else:
-                del self.history[reply.history_index]
-        elif heard:
-            self.history.append(message)
+        self.conversation.interrupted(reply.history_index, heard)
         turn = reply.turn
-        self._continuation = self._continuable(reply, played_s, reason)
+        self.conversation.cut_off(turn.end_of_turn_at_s, self._speech_started_at, played_s, reason)
         turn.extra.update(interrupted=True, interrupt_reason=reason, played_s=round(played_s, 3), heard_text=heard)
         if not reply.finished:
             turn.reply = heard
@@ -578,39 +561,10 @@ class Session:
         if self._echo is not None:
             self._echo.reset_played()
 
-    def _continuable(self, reply: Reply, played_s: float, reason: str) -> int | None:
-        """The history index of the user message an interrupted reply answered, when the speech that
-        cut it off continues that message (see CONTINUATION_GAP_S); else None."""
-        ended, started = reply.turn.end_of_turn_at_s, self._speech_started_at
-        if reason not in ("barge_in", "new_turn") or played_s > CONTINUATION_MAX_HEARD_S:
-            return None
-        if ended is None or started is None or not -1e-9 <= started - ended <= CONTINUATION_GAP_S:
-            return None
-        for index in range(len(self.history) - 1, -1, -1):
-            if self.history[index]["role"] == "user":
-                return None if ending(self.history[index]["content"]) == "terminal" else index
-            if self.history[index]["role"] != "assistant":
-                return None
-        return None
-
-    def _continue_turn(self, turn: TurnTimeline) -> None:
-        """A turn that continues the user message its speech cut the reply of: one user message, the
-        joined text (a trailing-off mark at the seam dropped); the reply's heard words leave the history."""
-        index, self._continuation = self._continuation, None
-        if index is None or index >= len(self.history) or self.history[index]["role"] != "user":
-            return
-        if any(m["role"] != "assistant" for m in self.history[index + 1 :]):
-            return
-        before = self.history[index]["content"].rstrip()
-        before = (before[:-3] if before.endswith("...") else before).rstrip("…-–—, ")
-        del self.history[index:]
-        turn.extra["continues"] = before
-        turn.transcript = f"{before} {turn.transcript.lstrip()}".strip()
-
     # -- the reply -----------------------------------------------------------------------------------
 
     def _start_reply(self, turn: TurnTimeline) -> None:
-        self._continue_turn(turn)
+        self.conversation.continue_turn(turn)
         old = self._reply
         if old is not None and old.running and not old.cancelled:
             self._interrupt_reply(old, self.turns.played_s(), "new_turn")
@@ -627,7 +581,7 @@ class Session:
             self._echo.reset_played()
         if live is not None:
             reply.stream = live.reply(turn.transcript)  # the prompt is mostly prefilled already
-        self.history.append({"role": "user", "content": turn.transcript})
+        self.conversation.add_user(turn.transcript)
         self.turns.reply_started(reply.id)
         reply.start()  # ReplyStarted
 
@@ -696,8 +650,7 @@ class Session:
         """All of a reply's audio has left: the history keeps it, the turn is complete."""
         if self.turns.reply_id == reply.id:
             self.turns.audio_done()
-        reply.history_index = len(self.history)
-        self.history.append({"role": "assistant", "content": reply.turn.reply})
+        reply.history_index = self.conversation.add_assistant(reply.turn.reply)
         self._out.put_nowait(TurnCompleted(reply.turn, reply.id))
 
     def _reply_failed(self, reply: Reply, exc: Exception) -> None:
@@ -712,14 +665,17 @@ class Session:
                 self.turns.audio_done()
         self._out.put_nowait(exc)
 
+    @property
+    def history(self) -> list[dict[str, str]]:
+        """The conversation so far (user and assistant messages; `Conversation.history`)."""
+        return self.conversation.history
+
+    @history.setter
+    def history(self, messages: list[dict[str, str]]) -> None:
+        self.conversation.history = messages
+
     def _messages(self) -> list[dict[str, str]]:
-        system = {"role": "system", "content": self._config.llm.system_prompt}
-        # bounded history (llm/history.py): whole old turns dropped between turns
-        if self._history_window is _FROM_CONFIG:  # made on first use: it counts with the LLM's tokenizer
-            self._history_window = self._new_history_window()
-        if self._history_window is not None:
-            return self._history_window.select([system, *self.history])
-        return [system, *self.history]
+        return self.conversation.messages()  # bounded (llm/history.py): whole old turns dropped
 
     def _new_history_window(self):
         """The `TurnWindow` that bounds the history by `LLMConfig.max_history_tokens` (default "auto":

@@ -1,0 +1,123 @@
+"""The chat one session holds: its history, the bounded window the LLM sees, what an interrupted reply
+leaves in it, and continuations.
+
+    chat = Conversation(system_prompt, window=lambda: TurnWindow(...) or None)
+    chat.messages()                      # system prompt + the history the LLM sees
+    chat.add_user(text); i = chat.add_assistant(text)
+    chat.interrupted(i, heard)           # the reply was cut off: only its heard text stays
+    chat.cut_off(ended_at_s, speech_at_s, played_s, reason)   # may the next turn continue the last?
+    chat.continue_turn(turn)             # join it: one user message
+
+The KV cache follows the history: the next prompt renders the heard text and the engine's prefill keeps
+only the longest common prefix of its cache and that prompt. A plain synchronous object.
+
+Continuations (the listening issue): speech that starts within `CONTINUATION_GAP_S` of a turn's end and
+cuts that turn's reply off with at most `CONTINUATION_MAX_HEARD_S` of it played continues the same user
+message when that message did not end a sentence (the recogniser wrote a trailing-off mark or no
+sentence end: the turn had ended inside a pause): the texts are joined, the reply is generated on the
+whole and the history holds one user turn. After a finished sentence it is a new turn (a barge-in).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from headstart.timeline import TurnTimeline
+from headstart.voice.turn_fusion import ending
+
+CONTINUATION_GAP_S = 2.0
+CONTINUATION_MAX_HEARD_S = 1.0
+
+_UNMADE = object()
+
+
+class Conversation:
+    """One session's chat (see the module docstring).
+
+    Args:
+        system_prompt: the first message of every prompt.
+        window: `() -> TurnWindow or None`, made on first use (it may count with the LLM's tokenizer):
+            bounds the history the LLM sees by dropping whole old turns (llm/history.py); None: all of it.
+
+    Attributes:
+        history: the user and assistant messages, oldest first ({"role", "content"} dicts).
+    """
+
+    def __init__(self, system_prompt: str, window: Callable[[], object] = lambda: None) -> None:
+        self.system_prompt = system_prompt
+        self.history: list[dict[str, str]] = []
+        self._make_window = window
+        self._window: object = _UNMADE
+        self._continuation: int | None = None  # the user message the next turn continues
+
+    def messages(self) -> list[dict[str, str]]:
+        """The prompt's chat: the system prompt and the history the window keeps."""
+        system = {"role": "system", "content": self.system_prompt}
+        if self._window is _UNMADE:
+            self._window = self._make_window()
+        if self._window is not None:
+            return self._window.select([system, *self.history])
+        return [system, *self.history]
+
+    def add_user(self, text: str) -> None:
+        self.history.append({"role": "user", "content": text})
+
+    def add_assistant(self, text: str) -> int:
+        """Append a finished reply; returns its index (for `interrupted`)."""
+        self.history.append({"role": "assistant", "content": text})
+        return len(self.history) - 1
+
+    def interrupted(self, index: int | None, heard: str) -> None:
+        """A reply was cut off: its message (at `index`, or none yet) keeps only the `heard` text, and
+        goes when nothing of it was heard."""
+        message = {"role": "assistant", "content": heard}
+        if index is not None:
+            if heard:
+                self.history[index] = message
+            else:
+                del self.history[index]
+        elif heard:
+            self.history.append(message)
+
+    def cut_off(self, ended_at_s: float | None, speech_at_s: float | None, played_s: float, reason: str) -> None:
+        """A reply to the turn that ended at `ended_at_s` was cut off by speech that started at
+        `speech_at_s` with `played_s` of it heard: remember whether the next turn continues that turn's
+        user message (see the module docstring)."""
+        self._continuation = self._continuable(ended_at_s, speech_at_s, played_s, reason)
+
+    def no_continuation(self) -> None:
+        """The utterance that cut the reply off is no turn (no words, ignored)."""
+        self._continuation = None
+
+    def continue_turn(self, turn: TurnTimeline) -> None:
+        """A turn that continues the user message its speech cut the reply of: one user message, the
+        joined text (a trailing-off mark at the seam dropped) in `turn.transcript`, the joined part in
+        `turn.extra["continues"]`; the reply's heard words leave the history. Else nothing changes."""
+        index, self._continuation = self._continuation, None
+        history = self.history
+        if index is None or index >= len(history) or history[index]["role"] != "user":
+            return
+        if any(m["role"] != "assistant" for m in history[index + 1 :]):
+            return
+        before = history[index]["content"].rstrip()
+        before = (before[:-3] if before.endswith("...") else before).rstrip("…-–—, ")
+        del history[index:]
+        turn.extra["continues"] = before
+        turn.transcript = f"{before} {turn.transcript.lstrip()}".strip()
+
+    def clear(self) -> None:
+        """Forget the conversation (the engine's next prefill keeps only the system prompt's prefix)."""
+        self.history.clear()
+        self._continuation = None
+
+    def _continuable(self, ended: float | None, started: float | None, played_s: float, reason: str) -> int | None:
+        if reason not in ("barge_in", "new_turn") or played_s > CONTINUATION_MAX_HEARD_S:
+            return None
+        if ended is None or started is None or not -1e-9 <= started - ended <= CONTINUATION_GAP_S:
+            return None
+        for index in range(len(self.history) - 1, -1, -1):
+            if self.history[index]["role"] == "user":
+                return None if ending(self.history[index]["content"]) == "terminal" else index
+            if self.history[index]["role"] != "assistant":
+                return None
+        return None

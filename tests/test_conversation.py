@@ -1,0 +1,86 @@
+"""Conversation (headstart/conversation.py): the bounded chat the LLM sees, what an interrupted reply
+leaves in the history, and when the next turn continues the last user message."""
+
+from __future__ import annotations
+
+import pytest
+
+from headstart.conversation import CONTINUATION_GAP_S, CONTINUATION_MAX_HEARD_S, Conversation
+from headstart.timeline import TurnTimeline
+
+
+def test_messages_start_with_the_system_prompt_and_the_window_is_made_once():
+    made = []
+
+    class KeepLastTwo:
+        def select(self, messages):
+            return [messages[0], *messages[1:][-2:]]
+
+    chat = Conversation("be brief", window=lambda: made.append(1) or KeepLastTwo())
+    assert made == []  # made on first use (it may count with the LLM's tokenizer)
+    chat.add_user("hi")
+    assert chat.add_assistant("hello") == 1
+    chat.add_user("how are you?")
+    assert chat.messages() == [{"role": "system", "content": "be brief"}, {"role": "assistant", "content": "hello"},
+                               {"role": "user", "content": "how are you?"}]
+    chat.messages()
+    assert made == [1]
+    unbounded = Conversation("s")
+    unbounded.add_user("a")
+    assert unbounded.messages() == [{"role": "system", "content": "s"}, {"role": "user", "content": "a"}]
+
+
+def test_an_interrupted_reply_keeps_only_its_heard_text():
+    chat = Conversation("s")
+    chat.add_user("tell me a story")
+    index = chat.add_assistant("Once upon a time there was a fox.")
+    chat.interrupted(index, "Once upon a time")
+    assert chat.history[-1] == {"role": "assistant", "content": "Once upon a time"}
+    chat.interrupted(index, "")  # nothing heard: the message goes
+    assert chat.history == [{"role": "user", "content": "tell me a story"}]
+    chat.interrupted(None, "Sure")  # cut off before it finished: its heard part is appended
+    assert chat.history[-1] == {"role": "assistant", "content": "Sure"}
+
+
+def continued(first: str, gap_s: float, played_s: float, reason: str = "barge_in") -> tuple[list, TurnTimeline]:
+    chat = Conversation("s")
+    chat.add_user(first)
+    chat.interrupted(None, "")  # the reply was cut off unheard
+    chat.cut_off(10.0, 10.0 + gap_s, played_s, reason)
+    turn = TurnTimeline(transcript="will message and then press the pound key.")
+    chat.continue_turn(turn)
+    return chat.history, turn
+
+
+def test_speech_soon_after_an_unfinished_turn_continues_it():
+    history, turn = continued("After the tone say you're unavailable...", gap_s=0.5, played_s=0.2)
+    assert history == []  # the joined message is the turn's: the session adds it
+    assert turn.transcript == "After the tone say you're unavailable will message and then press the pound key."
+    assert turn.extra["continues"] == "After the tone say you're unavailable"
+
+
+@pytest.mark.parametrize("first, gap_s, played_s, reason", [
+    ("Go forward 10 meters.", 0.5, 0.2, "barge_in"),  # a finished sentence: a new turn
+    ("After the tone say you're unavailable...", CONTINUATION_GAP_S + 0.1, 0.2, "barge_in"),  # too late
+    ("After the tone say you're unavailable...", 0.5, CONTINUATION_MAX_HEARD_S + 0.1, "barge_in"),  # heard
+    ("After the tone say you're unavailable...", 0.5, 0.2, "client"),  # a stop press, not speech
+])
+def test_otherwise_the_next_turn_is_its_own(first, gap_s, played_s, reason):
+    history, turn = continued(first, gap_s, played_s, reason)
+    assert history == [{"role": "user", "content": first}]
+    assert turn.transcript == "will message and then press the pound key." and "continues" not in turn.extra
+
+
+def test_no_continuation_and_clear_forget_it():
+    chat = Conversation("s")
+    chat.add_user("After the tone say...")
+    chat.cut_off(1.0, 1.5, 0.0, "new_turn")
+    chat.no_continuation()  # the utterance that cut the reply off had no words
+    turn = TurnTimeline(transcript="hello")
+    chat.continue_turn(turn)
+    assert turn.transcript == "hello" and len(chat.history) == 1
+    chat.cut_off(1.0, 1.5, 0.0, "new_turn")
+    chat.clear()
+    chat.add_user("After the tone say...")
+    chat.continue_turn(turn)
+    assert turn.transcript == "hello" and chat.history == [{"role": "user", "content": "After the tone say..."}]
