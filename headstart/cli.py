@@ -15,6 +15,7 @@ BENCHES = {
     "tts": "time to first audio of the first clause and RTF per TTS engine",
     "partial": "partial-layer streaming: self-speculative decoding and early exit with a trained proposal head",
     "conversation": "voice-to-voice latency over websockets, baseline vs headstart vs ablations, with plots",
+    "stages": "the LLM core's stage costs on CPU or CUDA (random weights, each preset's shapes) and the v2v floor",
 }
 
 
