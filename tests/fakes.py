@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 from collections import deque
+from concurrent.futures import Executor, Future
 
 import numpy as np
 
@@ -104,22 +105,23 @@ class ScriptedTurn:
 
 
 class ScriptedLLM:
-    """An `LLMBackend` with no model: `answers` maps a user text to the reply text ("I do not know."
-    for any other); every reply waits for `gate` (set it when the first token should come). It records
+    """An `LLMBackend` with no model: `answers` maps a user text to the reply text (`default` for any
+    other); every reply waits for `gate` (set it when the first token should come). It records
     the chats it was asked to answer (`asked`) and the turns it opened (`turns`)."""
 
     max_positions = None
 
-    def __init__(self, clock, answers: dict[str, str] | None = None) -> None:
+    def __init__(self, clock, answers: dict[str, str] | None = None, default: str = "I do not know.") -> None:
         self.clock = clock
         self.answers = answers or {}
+        self.default = default
         self.gate = asyncio.Event()
         self.asked: list[list[dict[str, str]]] = []
         self.turns: list[ScriptedTurn] = []
 
     def answer(self, messages) -> ScriptedReplyStream:
         self.asked.append([dict(m) for m in messages])
-        text = self.answers.get(messages[-1]["content"], "I do not know.")
+        text = self.answers.get(messages[-1]["content"], self.default)
         return ScriptedReplyStream(text, self.gate, self.clock)
 
     def reply_stream(self, messages, config, executor, clock=None, *, decoder=None) -> ScriptedReplyStream:
@@ -131,6 +133,22 @@ class ScriptedLLM:
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
+
+
+class InlineExecutor(Executor):
+    """Runs each job at once on the calling thread, so a fast fake stage (ScriptedTTS) is done before
+    the event loop moves on: no real thread's timing in a FakeClock test."""
+
+    def submit(self, fn, /, *args, **kwargs) -> Future:
+        future: Future = Future()
+        try:
+            future.set_result(fn(*args, **kwargs))
+        except BaseException as exc:  # noqa: BLE001 - handed to the awaiting side, as a thread would
+            future.set_exception(exc)
+        return future
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        pass
 
 
 class ScriptedTTS:
@@ -152,3 +170,34 @@ class ScriptedTTS:
 
     def warm_up(self) -> None:
         pass
+
+
+async def settle(rounds: int = 20) -> None:
+    """Let the event loop run what is ready (no clock moves)."""
+    for _ in range(rounds):
+        await asyncio.sleep(0)
+
+
+class AudioDriver:
+    """Pushes silent 16 kHz frames of `frame_s` into a session, the FakeClock moving with the audio (real
+    time); after each push the event loop settles. `audio_s`: the audio pushed so far."""
+
+    def __init__(self, session, clock, frame_s: float = 0.1) -> None:
+        self.session, self.clock, self.frame_s = session, clock, frame_s
+        self.audio_s = 0.0
+
+    async def until(self, audio_s: float, at: dict | None = None) -> None:
+        """Push until the audio reaches `audio_s`. `at`: {audio_s: callback} run once the audio reaches
+        that time (e.g. open an LLM gate)."""
+        from headstart.audio import AudioFrame
+
+        pending = sorted((at or {}).items())
+        while self.audio_s < audio_s - 1e-9:
+            self.clock.advance(self.frame_s)
+            self.audio_s += self.frame_s
+            samples = np.zeros(int(round(16000 * self.frame_s)), np.float32)
+            await self.session.push_audio(AudioFrame(samples, 16000))
+            await settle()
+            while pending and pending[0][0] <= self.audio_s + 1e-9:
+                pending.pop(0)[1]()
+                await settle()

@@ -10,7 +10,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from fakes import ScriptedLLM, ScriptedListener, ScriptedTTS
+from fakes import InlineExecutor, ScriptedLLM, ScriptedListener, ScriptedTTS
 
 from headstart.audio import AudioFrame
 from headstart.clock import FakeClock
@@ -47,7 +47,7 @@ def run_turn(final: str, session_config: SessionConfig | None = None):
     config = replace(PipelineConfig(), session=session_config or SessionConfig(eou="none"))
     llm = ScriptedLLM(clock, {"What time is it?": "It is noon.", "What time is it now?": "Still noon."})
     tts = ScriptedTTS(seconds_per_word=0.25)
-    components = Components(config=config, asr=None, llm=llm, tts=tts)
+    components = Components(config=config, asr=None, llm=llm, tts=tts, tts_executor=InlineExecutor())
 
     async def main():
         session = Session(components, clock, echo=None,
