@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 PACKAGE = Path(__file__).resolve().parents[1] / "headstart"
-SHARED = {"audio", "events", "clock", "config", "models"}
+SHARED = {"audio", "events", "clock", "config", "models", "seams"}
 STAGES = ("voice", "llm", "tts")
 # Offline tools, never imported by a running pipeline: the benchmarks and the trainers (training/
 # reads the packaged bench prompts, which its training sets hold out).
