@@ -118,6 +118,7 @@ class ScriptedLLM:
         self.gate = asyncio.Event()
         self.asked: list[list[dict[str, str]]] = []
         self.turns: list[ScriptedTurn] = []
+        self.decoders: list[object] = []  # the decoder each reply_stream / live_turn call was given
 
     def answer(self, messages) -> ScriptedReplyStream:
         self.asked.append([dict(m) for m in messages])
@@ -125,9 +126,11 @@ class ScriptedLLM:
         return ScriptedReplyStream(text, self.gate, self.clock)
 
     def reply_stream(self, messages, config, executor, clock=None, *, decoder=None) -> ScriptedReplyStream:
+        self.decoders.append(decoder)
         return self.answer(messages)
 
     def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None) -> ScriptedTurn:
+        self.decoders.append(decoder)
         self.turns.append(ScriptedTurn(self, messages_before))
         return self.turns[-1]
 

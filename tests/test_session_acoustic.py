@@ -8,6 +8,7 @@ import threading
 from dataclasses import replace
 
 import numpy as np
+from fakes import ScriptedListener
 from test_session_switches import FakeEngine
 
 from headstart.components import Components
@@ -23,30 +24,32 @@ class RecordingTurnModel:
         return 0.9
 
 
-def session_with(monkeypatch, model):
-    from headstart.reply import Reply
+def listener_scorers(model) -> tuple:
+    """The (eou_scorer, acoustic_scorer) a Session hands its listener, with `model` as
+    `Components.acoustic_eou` and the fusion configured."""
     from headstart.session import Session
 
-    monkeypatch.setattr(Reply, "_run", lambda self: asyncio.sleep(3600))  # a reply that never ends
     config = replace(PipelineConfig(), endpoint=EndpointConfig(acoustic_model="smart-turn-v3.2"))
     components = Components(config=config, asr=None, llm=FakeEngine(), tts=None, acoustic_eou=model)
-    return Session(components, eou_scorer=None), components
+    given: list[tuple] = []
+    Session(components, eou_scorer=None, listener=lambda *scorers: given.append(scorers) or ScriptedListener([]))
+    return given[0], components
 
 
-def test_the_listener_scores_audio_on_the_models_own_thread(monkeypatch):
+def test_the_listener_scores_audio_on_the_models_own_thread():
     model = RecordingTurnModel()
-    session, components = session_with(monkeypatch, model)
+    (eou, acoustic), components = listener_scorers(model)
     try:
-        assert session._listener._acoustic_scorer is not None
-        p = asyncio.run(session._listener._acoustic_scorer(np.zeros(1600, np.float32)))
+        assert eou is None and acoustic is not None
+        p = asyncio.run(acoustic(np.zeros(1600, np.float32)))
         assert p == 0.9 and model.threads and model.threads[0].startswith("turn")
     finally:
         components.close()
 
 
-def test_without_a_model_the_listener_has_no_acoustic_scorer(monkeypatch):
-    session, components = session_with(monkeypatch, None)
+def test_without_a_model_the_listener_has_no_acoustic_scorer():
+    (_, acoustic), components = listener_scorers(None)
     try:
-        assert session._listener._acoustic_scorer is None
+        assert acoustic is None
     finally:
         components.close()

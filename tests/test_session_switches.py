@@ -1,5 +1,6 @@
-"""The session's ablation switches (SessionConfig.head_start / incremental_prefill / preemptive) on
-scripted listener events, with a recording stand-in for LiveTurn (no model, no event-loop timing)."""
+"""The session's ablation switches (SessionConfig.head_start / incremental_prefill / preemptive), driven
+through its public API with a scripted listener and LLM (tests/fakes.py) on a FakeClock. FakeEngine,
+RecordingLiveTurn and _Stream stay here for the tests that import them."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import asyncio
 from dataclasses import replace
 
 import pytest
+
+from fakes import AudioDriver, ScriptedLLM, ScriptedListener
 
 from headstart.clock import FakeClock
 from headstart.components import Components
@@ -76,54 +79,55 @@ class FakeEngine:
         pass
 
 
-def run_turn(monkeypatch, session_config: SessionConfig) -> tuple[list[RecordingLiveTurn], object]:
-    from headstart.reply import Reply
+def run_turn(session_config: SessionConfig) -> ScriptedLLM:
+    """A user turn up to the VAD's speech end, through the session's public API (a scripted listener
+    and LLM on a FakeClock); returns the LLM, which recorded the turns it opened and the replies it was
+    asked for (none can be the confirmed reply: the turn has not ended)."""
     from headstart.session import Session
 
-    RecordingLiveTurn.made = []
-    monkeypatch.setattr(Session, "_new_listener", lambda self: None)
-    monkeypatch.setattr(Reply, "_run", lambda self: asyncio.sleep(3600))  # a reply that never ends
-    config = replace(PipelineConfig(), session=session_config)
-    components = Components(config=config, asr=None, llm=FakeEngine(), tts=None)
+    clock = FakeClock()
+    llm = ScriptedLLM(clock)
+    components = Components(config=replace(PipelineConfig(), session=session_config), asr=None, llm=llm, tts=None)
+    script = [(0.1, SpeechStarted(0.1)), (0.6, PartialTranscript("", "What is", 0.6)),
+              (1.2, PartialTranscript("What is", "the time?", 1.2)), (1.4, SpeechEnded(1.4))]
 
     async def main():
-        session = Session(components, clock=FakeClock())
-        for event in (SpeechStarted(0.1), PartialTranscript("", "What is", 0.6),
-                      PartialTranscript("What is", "the time?", 1.2), SpeechEnded(1.4)):
-            session._on_listener_event(event)
-        held = session.head_start.held
+        session = Session(components, clock=clock, listener=lambda *scorers: ScriptedListener(script, *scorers))
+        await AudioDriver(session, clock).until(1.5)
         await session.aclose()
-        return held
 
     try:
-        held = asyncio.run(main())
+        asyncio.run(main())
     finally:
         components.close()
-    return RecordingLiveTurn.made, held
+    return llm
 
 
-def test_default_prefills_partials_and_holds_a_reply(monkeypatch):
-    made, held = run_turn(monkeypatch, SessionConfig())
-    assert made[0].updates == ["What is", "What is the time?"]
-    assert made[0].replies == ["What is the time?"] and held is not None and held.hypothesis == "What is the time?"
+def held_texts(llm: ScriptedLLM) -> list[str]:
+    return [chat[-1]["content"] for chat in llm.asked]
 
 
-def test_incremental_prefill_off_holds_a_reply_without_prefilling_partials(monkeypatch):
-    made, held = run_turn(monkeypatch, SessionConfig(incremental_prefill=False))
-    assert [t.updates for t in made] == [[]]  # opened only for the held reply
-    assert made[0].replies == ["What is the time?"] and held is not None
+def test_default_prefills_partials_and_holds_a_reply():
+    llm = run_turn(SessionConfig())
+    assert llm.turns[0].updates == ["", "What is", "What is the time?"]  # prewarmed, then each partial
+    assert held_texts(llm) == ["What is the time?"]
 
 
-def test_preemptive_off_prefills_but_holds_nothing(monkeypatch):
-    made, held = run_turn(monkeypatch, SessionConfig(preemptive=False))
-    assert made[0].updates == ["What is", "What is the time?"] and made[0].replies == []
-    assert held is None
+def test_incremental_prefill_off_holds_a_reply_without_prefilling_partials():
+    llm = run_turn(SessionConfig(incremental_prefill=False))
+    assert [t.updates for t in llm.turns] == [[]]  # opened only for the held reply
+    assert held_texts(llm) == ["What is the time?"]
+
+
+def test_preemptive_off_prefills_but_holds_nothing():
+    llm = run_turn(SessionConfig(preemptive=False))
+    assert llm.turns[0].updates == ["", "What is", "What is the time?"] and held_texts(llm) == []
 
 
 @pytest.mark.parametrize("extra", [{}, {"incremental_prefill": True, "preemptive": True}])
-def test_head_start_off_is_the_master_switch(monkeypatch, extra):
-    made, held = run_turn(monkeypatch, SessionConfig(head_start=False, **extra))
-    assert made == [] and held is None
+def test_head_start_off_is_the_master_switch(extra):
+    llm = run_turn(SessionConfig(head_start=False, **extra))
+    assert llm.turns == [] and llm.asked == []
 
 
 def test_demo_flags_map_to_the_switches():
@@ -148,21 +152,22 @@ def test_a_session_decodes_with_the_process_decoder_unless_its_config_says_none(
 
     base = PipelineConfig()
     marker = object()
-    components = Components(config=base, asr=None, llm=FakeEngine(), tts=None, decoder=marker)
+    clock = FakeClock()
+    llm = ScriptedLLM(clock)
+    components = Components(config=base, asr=None, llm=llm, tts=None, decoder=marker)
     plain = replace(components, config=replace(base, llm=replace(base.llm, speculative="none")))
 
     async def main():
-        on, off = Session(components, eou_scorer=None), Session(plain, eou_scorer=None)
-        try:
-            return on._decoder(), off._decoder()
-        finally:
-            await on.aclose()
-            await off.aclose()
+        for comps in (components, plain):  # the first audio prewarms the turn's LiveTurn with the decoder
+            session = Session(comps, clock, eou_scorer=None, listener=lambda *scorers: ScriptedListener([]))
+            await AudioDriver(session, clock).until(0.1)
+            await session.aclose()
 
     try:
-        assert asyncio.run(main()) == (marker, None)
+        asyncio.run(main())
     finally:
         components.close()
+    assert llm.decoders == [marker, None]
 
 
 def test_the_echo_of_a_number_is_recognised_in_its_spoken_form():
