@@ -196,7 +196,7 @@ class Session:
         VAD already hears silence (a partial then is likely the whole turn: its estimate, and the reply
         prompt prefilled with it, are ready when the speech end is confirmed), and while no reply is in
         progress (the llm thread is the reply's)."""
-        silence = bool(getattr(self._listener, "silence_pending", False))
+        silence = self._listener.silence_pending
         return not (self.turns.user is UserState.SPEAKING and not silence) and not self.reply_active
 
     def _eou_failed(self, exc: Exception) -> None:
@@ -241,14 +241,7 @@ class Session:
         (`Listener.commit`: the same listener goes on, so audio positions keep counting)."""
         if self._closed or self._listen_task is None:
             return
-        commit = getattr(self._listener, "commit", None)
-        if commit is not None:  # the listener ends the utterance and goes on (audio_s keeps counting)
-            await commit()
-            return
-        listener, task = self._listener, self._listen_task
-        self._listener, self._listen_task = self._new_listener(), None
-        await listener.end_input()
-        await task
+        await self._listener.commit()  # the listener ends the utterance and goes on (audio_s keeps counting)
 
     async def clear_input(self) -> None:
         """Drop the user audio of the turn in progress (no transcript, no turn)."""

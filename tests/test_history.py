@@ -129,6 +129,7 @@ def test_session_messages_are_bounded_when_configured(monkeypatch):
     from headstart.components import Components
     from headstart.config import LLMConfig, PipelineConfig
     from headstart.llm.history import approx_token_count
+    from fakes import ScriptedListener
     from headstart.session import Session
 
     class NoTokenizerEngine:  # e.g. a remote engine: the window counts with the 4-characters estimate
@@ -146,7 +147,7 @@ def test_session_messages_are_bounded_when_configured(monkeypatch):
         def warm_up(self) -> None:
             pass
 
-    monkeypatch.setattr(Session, "_new_listener", lambda self: None)
+    monkeypatch.setattr(Session, "_new_listener", lambda self: ScriptedListener([]))
 
     def messages_after(n_turns: int, budget: int | None) -> list[dict]:
         config = replace(PipelineConfig(), llm=LLMConfig(max_history_tokens=budget))
