@@ -103,7 +103,8 @@ class Harness:
     """One reply with everything it sends recorded."""
 
     def __init__(self, executor, clock: FakeClock | None = None, *, held: bool = False,
-                 playback_lead_s: float | None = None, ahead_s=lambda: None, transcript: str = "hi") -> None:
+                 playback_lead_s: float | None = None, ahead_s=lambda: None, on_audio=lambda frame: None,
+                 transcript: str = "hi") -> None:
         self.clock = clock or FakeClock(10.0)
         self.stream = ScriptedStream()
         self.voice = WordVoice()
@@ -121,7 +122,7 @@ class Harness:
 
         self.reply = Reply("r7", self.turn, lambda reply, event: self.sent.append(event), self.clock, open_tts,
                            stream=self.stream, held=held, playback_lead_s=playback_lead_s, ahead_s=ahead_s,
-                           on_llm_started=on_llm_started, on_finished=self.finished.append,
+                           on_audio=on_audio, on_llm_started=on_llm_started, on_finished=self.finished.append,
                            on_failed=lambda reply, exc: self.failed.append(exc))
 
     def of(self, kind) -> list:
@@ -329,27 +330,24 @@ def test_pacing_keeps_the_audio_within_the_playback_lead(executor):
     def ahead_s() -> float:
         return sent_s - played_s()
 
-    async def main():
+    aheads: list[float] = []
+
+    def on_audio(frame) -> None:  # the frame leaves now: the client starts playing at the first
         nonlocal sent_s, started_at
-        h = Harness(executor, clock, playback_lead_s=lead_s, ahead_s=ahead_s)
-        aheads: list[float] = []
+        aheads.append(ahead_s())
+        if started_at is None:
+            started_at = clock.now()
+        sent_s += frame.duration_s
 
-        def on_audio(frame) -> None:
-            nonlocal sent_s, started_at
-            aheads.append(ahead_s())
-            if started_at is None:
-                started_at = clock.now()
-            sent_s += frame.duration_s
-
-        h.reply._on_audio = on_audio
+    async def main():
+        h = Harness(executor, clock, playback_lead_s=lead_s, ahead_s=ahead_s, on_audio=on_audio)
         h.reply.start()
         for i in range(8):
             h.stream.say(f" Sentence {i} has five words.")
         h.stream.finish()
         await h.reply
-        return aheads
 
-    aheads = asyncio.run(main())
+    asyncio.run(main())
     # each frame (one per 0.5 s chunk) leaves only once at most `lead_s` is unplayed
     assert len(aheads) == 8 and all(a <= lead_s + 1e-9 for a in aheads)
     assert clock.now() == pytest.approx(7 * 0.5 - lead_s, abs=0.11)  # paced by playback, not by synthesis
