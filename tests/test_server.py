@@ -436,3 +436,22 @@ def test_the_websockets_floor_has_the_fixes_the_server_relies_on():
     (spec,) = [Requirement(d).specifier for d in project["dependencies"] if re.match(r"websockets\b", d)]
     assert not spec.contains("14.1") and not spec.contains("13.1") and spec.contains("14.2")
     assert spec.contains(Version(version("websockets")))
+
+
+def test_every_reply_event_is_sent_with_its_own_reply_id():
+    """The session's events carry their reply id (the LLM's text deltas too): the server writes it as
+    it comes, so a delta is never labelled with the reply the server saw start last."""
+    from headstart.events import TokenDelta
+    from headstart.reply import ReplyStarted
+    from headstart.server import _Connection
+
+    async def main():
+        server = VoiceServer(no_model_components(), ServerConfig(port=0))
+        connection = _Connection(server, ws=None)
+        out = [*connection._encode(ReplyStarted("r8", "hello")), *connection._encode(TokenDelta("Hi", (1,), "r9"))]
+        server.components.close()
+        return [json.loads(frame) for frame in out]
+
+    started, delta = asyncio.run(main())
+    assert started["type"] == "reply.started" and started["reply_id"] == "r8"
+    assert delta == {**delta, "type": "reply.text.delta", "reply_id": "r9", "text": "Hi"}
