@@ -5,3 +5,65 @@
 # summary) overlaps with work on other threads (gh-106905, fixed in 3.11.8). Importing the plugin's
 # package here, before any test starts a thread, keeps that parse out of the threaded part of the run.
 import hypothesis  # noqa: F401
+
+# -- fixtures shared by several test files (the loaders and their skip rule: tests/prepared.py) --------
+import pytest  # noqa: E402
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread for the test (tiny forwards on a shared 2-core machine are erratic on two);
+    a module opts in with `pytestmark = pytest.mark.usefixtures("one_torch_thread")`."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
+
+
+@pytest.fixture
+def asr_executor():
+    """The listener's ASR executor (`make_asr_executor`), shut down after the test."""
+    from headstart.voice.listener import make_asr_executor
+
+    pool = make_asr_executor()
+    yield pool
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture
+def tts_executor():
+    """The TTS executor (`make_tts_executor`), shut down after the test."""
+    from headstart.tts.stream import make_tts_executor
+
+    pool = make_tts_executor()
+    yield pool
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture
+def llm_pool():
+    """The "llm" executor (`llm_executor`), shut down after the test."""
+    from headstart.llm.stream import llm_executor
+
+    pool = llm_executor()
+    yield pool
+    pool.shutdown(wait=True)
+
+
+@pytest.fixture(scope="session")
+def sentence():
+    """'he was not an ill disposed young man' (LibriVox, 2.99 s): float32 at 16 kHz."""
+    from tests.prepared import speech
+
+    return speech("pocketsphinx_librivox/librivox-0880.wav")
+
+
+@pytest.fixture(scope="module")
+def smollm2_engine():
+    """SmolLM2-135M, the small real LLM, as the session loads it (LLMConfig defaults), one per module."""
+    from headstart.config import LLMConfig
+    from tests.prepared import llm_engine
+
+    return llm_engine(LLMConfig(model="smollm2-135m"))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from types import SimpleNamespace
 
 import numpy as np
@@ -12,10 +11,8 @@ import pytest
 from headstart.audio import AudioError, read_wav
 from headstart.config import ASRConfig
 from headstart.voice.asr import Transcription, WhisperASR, segment_drop_reason
+from tests.prepared import speech, whisper
 
-SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
-if not (SPEECH_DIR / "transcripts.tsv").is_file():
-    SPEECH_DIR = Path("/work/shared/speech")
 REFERENCE = "he was not an ill disposed young man"
 
 
@@ -34,32 +31,14 @@ def wer(reference: str, hypothesis: str) -> float:
 
 @pytest.fixture(scope="module")
 def asr() -> WhisperASR:
-    from headstart.models import ModelNotPreparedError
-
-    try:
-        return WhisperASR.load(ASRConfig(), cpu_threads=1)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    return whisper(ASRConfig())
 
 
 @pytest.fixture(scope="module")
 def asr8() -> WhisperASR:
     """tiny.en with an 8 s encoder window, where it loops on the clips of the loop tests (the default
     window loops less: the filters are tested where the loops are)."""
-    from headstart.models import ModelNotPreparedError
-
-    try:
-        return WhisperASR.load(ASRConfig(encoder_window_s=8.0), cpu_threads=1)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
-
-
-@pytest.fixture(scope="module")
-def sentence() -> np.ndarray:
-    path = SPEECH_DIR / "pocketsphinx_librivox" / "librivox-0880.wav"
-    if not path.is_file():
-        pytest.skip(f"speech recording not found: {path}")
-    return read_wav(path)
+    return whisper(ASRConfig(encoder_window_s=8.0))
 
 
 def test_sentence_is_transcribed_with_ordered_word_times(asr, sentence):
@@ -177,13 +156,10 @@ def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr8):
     """0.2 s of a real "Press ..." prompt: tiny.en with the 8 s window loops on it ("Press Press
     Press ..."); the budget stops the loop and the cut-short segment is dropped."""
 
-    path = SPEECH_DIR / "asterisk_allison_16k" / "vm-onefor-full.wav"
-    if not path.is_file():
-        pytest.skip(f"speech recording not found: {path}")
     from headstart.bench.data import recordings
 
     rec = next(r for r in recordings() if r.name == "vm-onefor-full")
-    audio = read_wav(path)
+    audio = speech("asterisk_allison_16k/vm-onefor-full.wav")
     clip = audio[int((rec.speech_start_s - 0.1) * 16000) : int((rec.speech_start_s + 0.2) * 16000)]
     result = asr8.transcribe(clip)
     assert "press press" not in result.text.lower()
@@ -196,19 +172,13 @@ def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr8):
 
 
 def _asterisk(name: str) -> np.ndarray:
-    path = SPEECH_DIR / "asterisk_allison_16k" / f"{name}.wav"
-    if not path.is_file():
-        pytest.skip(f"speech recording not found: {path}")
-    return read_wav(path)
+    return speech(f"asterisk_allison_16k/{name}.wav")
 
 
 def test_a_pass_that_loops_inside_its_hypothesis_gives_each_word_once(asr8):
     """Issue 20 (2): tiny.en with the 8 s window on the first 1.1 s of cards_001 ("ten of clubs")
     wrote "10 of clubs. 10 of clubs. 10", the copy with zero-length words; it is cut where it begins."""
-    path = SPEECH_DIR / "pocketsphinx_cards" / "cards_001.wav"
-    if not path.is_file():
-        pytest.skip(f"speech recording not found: {path}")
-    result = asr8.transcribe(read_wav(path)[: int(1.1 * 16000)])
+    result = asr8.transcribe(speech("pocketsphinx_cards/cards_001.wav")[: int(1.1 * 16000)])
     words = normalize(result.text)
     assert words and len(words) == len(set(words)), result
     assert wer("ten of clubs", result.text) <= 0.34, result

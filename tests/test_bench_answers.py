@@ -10,6 +10,7 @@ import pytest
 
 from headstart.bench import answers as bench
 from headstart.bench.answers import Item, check, content_faults, load_items, sentences, spoken_form_faults
+from tests.prepared import model_path
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -154,12 +155,7 @@ def test_bad_arguments_are_clear_errors(capsys):
 
 @pytest.mark.slow
 def test_a_small_real_run_scores_the_session_replies(capsys, tmp_path):
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        resolve_model("smollm2-135m")
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    model_path("smollm2-135m")  # or a skip: not prepared
     prompt = tmp_path / "tiny.txt"
     prompt.write_text("Answer in one word.")
     code = bench.run_from_args(_args("--model", "smollm2-135m", "--kinds", "fact,followup", "--limit", "1",

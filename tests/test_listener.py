@@ -6,38 +6,25 @@ from __future__ import annotations
 import asyncio
 import re
 import threading
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from headstart.audio import AudioError, AudioFrame, read_wav
+from headstart.audio import AudioError, AudioFrame
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
 from headstart.voice.asr import Transcription
 from headstart.voice.endpoint import Endpointer
-from headstart.voice.listener import Listener, make_asr_executor
+from headstart.voice.listener import Listener
 from headstart.voice.vad import SileroVAD
 from headstart.voice.words import Word, join_words
 from listener_driver import run_listener
+from tests.prepared import whisper
 
-SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
-if not (SPEECH_DIR / "transcripts.tsv").is_file():
-    SPEECH_DIR = Path("/work/shared/speech")
 REFERENCE = "he was not an ill disposed young man"
 SR = 16000
 
 
-def recording(name: str) -> np.ndarray:
-    path = SPEECH_DIR / name
-    if not path.is_file():
-        pytest.skip(f"speech recording not found: {path}")
-    return read_wav(path)
-
-
-@pytest.fixture(scope="module")
-def sentence() -> np.ndarray:
-    return recording("pocketsphinx_librivox/librivox-0880.wav")
 
 
 def wer(reference: str, hypothesis: str) -> float:
@@ -87,21 +74,14 @@ class EnergyASR:
         return Transcription(tuple(words), join_words(words), 0.0, -0.1, samples.shape[0] / SR)
 
 
-def make_listener(asr, executor, silence_s=0.5, max_turn_s=30.0, min_new_audio_s=0.4, final_redecode=False) -> Listener:
+def make_listener(asr, asr_executor, silence_s=0.5, max_turn_s=30.0, min_new_audio_s=0.4, final_redecode=False) -> Listener:
     return Listener(
         SileroVAD(VADConfig()),
         asr,
         Endpointer(EndpointConfig(silence_s=silence_s, max_turn_s=max_turn_s)),
         ASRConfig(min_new_audio_s=min_new_audio_s, final_redecode=final_redecode),
-        executor,
+        asr_executor,
     )
-
-
-@pytest.fixture
-def executor():
-    ex = make_asr_executor()
-    yield ex
-    ex.shutdown(wait=True)
 
 
 def kinds(events):
@@ -117,10 +97,10 @@ def check_turn_shape(events):
 
 
 # --- fake ASR: ordering and timing ------------------------------------------------------------------
-def test_one_utterance_event_order_and_exact_end_of_turn_time(sentence, executor):
+def test_one_utterance_event_order_and_exact_end_of_turn_time(sentence, asr_executor):
     asr = EnergyASR()
     audio = np.concatenate([sentence, silence(2.0)])
-    events = asyncio.run(run_listener(make_listener(asr, executor, silence_s=0.5), audio))
+    events = asyncio.run(run_listener(make_listener(asr, asr_executor, silence_s=0.5), audio))
     check_turn_shape(events)
     assert kinds(events).count("EndOfTurn") == 1 and kinds(events).count("FinalTranscript") == 1
     started, ended = events[0], next(e for e in events if isinstance(e, SpeechEnded))
@@ -140,9 +120,9 @@ def test_one_utterance_event_order_and_exact_end_of_turn_time(sentence, executor
     assert all(offset == pytest.approx(started.audio_s) for offset, _, _ in asr.calls)
 
 
-def test_final_pass_starts_at_speech_end_not_at_end_of_turn(sentence, executor):
+def test_final_pass_starts_at_speech_end_not_at_end_of_turn(sentence, asr_executor):
     asr = EnergyASR()
-    listener = make_listener(asr, executor, silence_s=2.0)
+    listener = make_listener(asr, asr_executor, silence_s=2.0)
     audio = np.concatenate([sentence, silence(3.0)])
 
     async def main():
@@ -169,10 +149,10 @@ def test_final_pass_starts_at_speech_end_not_at_end_of_turn(sentence, executor):
     assert final_at < ended_s + 0.5 < eot.audio_s  # the final was out long before the 2 s end of turn
 
 
-def test_a_partial_that_heard_the_whole_utterance_becomes_the_final_without_another_pass(sentence, executor):
+def test_a_partial_that_heard_the_whole_utterance_becomes_the_final_without_another_pass(sentence, asr_executor):
     asr = EnergyASR()
     audio = np.concatenate([sentence, silence(1.0)])
-    events = asyncio.run(run_listener(make_listener(asr, executor, min_new_audio_s=0.0), audio))
+    events = asyncio.run(run_listener(make_listener(asr, asr_executor, min_new_audio_s=0.0), audio))
     check_turn_shape(events)
     ended = next(e for e in events if isinstance(e, SpeechEnded))
     # a pass after every frame: when the VAD reports the end, the last one already covered it
@@ -193,9 +173,9 @@ class EarlyMistakeASR(EnergyASR):
 
 
 @pytest.mark.parametrize("final_redecode", [False, True])
-def test_final_text_keeps_committed_words_or_takes_the_full_redecode(sentence, executor, final_redecode):
+def test_final_text_keeps_committed_words_or_takes_the_full_redecode(sentence, asr_executor, final_redecode):
     audio = np.concatenate([sentence, silence(1.0)])
-    listener = make_listener(EarlyMistakeASR(), executor, final_redecode=final_redecode)
+    listener = make_listener(EarlyMistakeASR(), asr_executor, final_redecode=final_redecode)
     events = asyncio.run(run_listener(listener, audio))
     partials = [e for e in events if isinstance(e, PartialTranscript)]
     final = next(e for e in events if isinstance(e, FinalTranscript))
@@ -218,10 +198,10 @@ class LoopingASR(EnergyASR):
 
 
 @pytest.mark.parametrize("final_redecode", [False, True])
-def test_a_repetition_loop_past_the_end_of_the_audio_is_not_transcribed(sentence, executor, final_redecode):
+def test_a_repetition_loop_past_the_end_of_the_audio_is_not_transcribed(sentence, asr_executor, final_redecode):
     audio = np.concatenate([sentence, silence(1.0)])
-    plain = asyncio.run(run_listener(make_listener(EnergyASR(), executor, final_redecode=final_redecode), audio))
-    looping = asyncio.run(run_listener(make_listener(LoopingASR(), executor, final_redecode=final_redecode), audio))
+    plain = asyncio.run(run_listener(make_listener(EnergyASR(), asr_executor, final_redecode=final_redecode), audio))
+    looping = asyncio.run(run_listener(make_listener(LoopingASR(), asr_executor, final_redecode=final_redecode), audio))
     final = [e.text for e in looping if isinstance(e, FinalTranscript)]
     assert final == [e.text for e in plain if isinstance(e, FinalTranscript)] and final[0]
     for e in looping:
@@ -229,10 +209,10 @@ def test_a_repetition_loop_past_the_end_of_the_audio_is_not_transcribed(sentence
             assert len(e.text.split()) == len(set(e.text.split())), e.text  # no word twice
 
 
-def test_pause_shorter_than_silence_s_is_one_utterance(sentence, executor):
+def test_pause_shorter_than_silence_s_is_one_utterance(sentence, asr_executor):
     """cases.md (turn): speech, a pause, more speech -> one turn covering both parts."""
     audio = np.concatenate([sentence, silence(1.0), sentence, silence(2.5)])
-    events = asyncio.run(run_listener(make_listener(EnergyASR(), executor, silence_s=1.5), audio))
+    events = asyncio.run(run_listener(make_listener(EnergyASR(), asr_executor, silence_s=1.5), audio))
     check_turn_shape(events)
     assert kinds(events).count("EndOfTurn") == 1
     assert kinds(events).count("SpeechStarted") == 2  # the resume is announced
@@ -242,20 +222,20 @@ def test_pause_shorter_than_silence_s_is_one_utterance(sentence, executor):
     assert final.audio_end_s > 6.5
 
 
-def test_pause_longer_than_silence_s_is_two_turns(sentence, executor):
+def test_pause_longer_than_silence_s_is_two_turns(sentence, asr_executor):
     audio = np.concatenate([sentence, silence(1.0), sentence, silence(1.0)])
-    events = asyncio.run(run_listener(make_listener(EnergyASR(), executor, silence_s=0.5), audio))
+    events = asyncio.run(run_listener(make_listener(EnergyASR(), asr_executor, silence_s=0.5), audio))
     check_turn_shape(events)
     assert kinds(events).count("EndOfTurn") == 2
 
 
-def test_fast_push_gives_the_same_turns_without_interleaving(sentence, executor):
+def test_fast_push_gives_the_same_turns_without_interleaving(sentence, asr_executor):
     """All frames pushed at once (faster than the ASR can follow): same speech/turn times and finals,
     and an utterance's events never interleave with the next one's."""
     audio = np.concatenate([sentence, silence(1.0), sentence, silence(1.0)])
-    slow = asyncio.run(run_listener(make_listener(EnergyASR(), executor), audio, wait_asr=True))
+    slow = asyncio.run(run_listener(make_listener(EnergyASR(), asr_executor), audio, wait_asr=True))
     fast_asr = EnergyASR()
-    fast = asyncio.run(run_listener(make_listener(fast_asr, executor), audio, wait_asr=False))
+    fast = asyncio.run(run_listener(make_listener(fast_asr, asr_executor), audio, wait_asr=False))
     check_turn_shape(fast)
 
     def skeleton(events):
@@ -265,21 +245,21 @@ def test_fast_push_gives_the_same_turns_without_interleaving(sentence, executor)
     assert len(fast_asr.calls) < 10  # never a queue of passes
 
 
-def test_utterance_without_words_gives_empty_final_and_no_end_of_turn(sentence, executor):
+def test_utterance_without_words_gives_empty_final_and_no_end_of_turn(sentence, asr_executor):
     class DeafASR(EnergyASR):
         def transcribe(self, samples, offset_s=0.0):
             super().transcribe(samples, offset_s)
             return Transcription((), "", 0.9, 0.0, samples.shape[0] / SR)
 
-    events = asyncio.run(run_listener(make_listener(DeafASR(), executor), np.concatenate([sentence, silence(1.5)])))
+    events = asyncio.run(run_listener(make_listener(DeafASR(), asr_executor), np.concatenate([sentence, silence(1.5)])))
     assert kinds(events) == ["SpeechStarted", "SpeechEnded", "FinalTranscript"]
     assert events[-1].text == ""
 
 
-def test_push_never_waits_for_the_asr_and_passes_do_not_queue(sentence, executor):
+def test_push_never_waits_for_the_asr_and_passes_do_not_queue(sentence, asr_executor):
     gate = threading.Event()
     asr = EnergyASR(gate=gate)
-    listener = make_listener(asr, executor)
+    listener = make_listener(asr, asr_executor)
 
     async def main():
         events = []
@@ -303,9 +283,9 @@ def test_push_never_waits_for_the_asr_and_passes_do_not_queue(sentence, executor
     assert len(asr.calls) <= 3  # the stuck partial, maybe one more, the final
 
 
-def test_max_turn_cuts_a_long_utterance(sentence, executor):
+def test_max_turn_cuts_a_long_utterance(sentence, asr_executor):
     events = asyncio.run(
-        run_listener(make_listener(EnergyASR(), executor, max_turn_s=1.5), np.concatenate([sentence, silence(1.0)]))
+        run_listener(make_listener(EnergyASR(), asr_executor, max_turn_s=1.5), np.concatenate([sentence, silence(1.0)]))
     )
     check_turn_shape(events)
     assert kinds(events).count("EndOfTurn") == 2
@@ -313,8 +293,8 @@ def test_max_turn_cuts_a_long_utterance(sentence, executor):
     assert [e.audio_s for e in events if isinstance(e, SpeechStarted)][1] == pytest.approx(cut)
 
 
-def test_asr_failure_reaches_the_consumer(sentence, executor):
-    listener = make_listener(EnergyASR(fail=True), executor)
+def test_asr_failure_reaches_the_consumer(sentence, asr_executor):
+    listener = make_listener(EnergyASR(fail=True), asr_executor)
     with pytest.raises(RuntimeError, match="ASR failed") as info:
         asyncio.run(run_listener(listener, sentence))
     assert "model exploded" in str(info.value.__cause__)
@@ -326,11 +306,11 @@ def speech_times(events):
 
 
 @pytest.mark.parametrize("frame_samples", [400, 720, 1000])
-def test_int16_frames_of_any_size(sentence, executor, frame_samples):
+def test_int16_frames_of_any_size(sentence, asr_executor, frame_samples):
     audio = np.concatenate([sentence, silence(1.0)])
-    reference = asyncio.run(run_listener(make_listener(EnergyASR(), executor), audio))
+    reference = asyncio.run(run_listener(make_listener(EnergyASR(), asr_executor), audio))
     events = asyncio.run(
-        run_listener(make_listener(EnergyASR(), executor), audio, frame_s=frame_samples / SR, convert=to_int16)
+        run_listener(make_listener(EnergyASR(), asr_executor), audio, frame_s=frame_samples / SR, convert=to_int16)
     )
     assert [n for n, _ in speech_times(events)] == [n for n, _ in speech_times(reference)]
     for (_, a), (_, b) in zip(speech_times(events), speech_times(reference)):
@@ -348,13 +328,13 @@ def test_int16_frames_of_any_size(sentence, executor, frame_samples):
         ("44.1 kHz int16", to_int16, 44100),
     ],
 )
-def test_other_dtypes_channels_and_rates_are_converted(sentence, executor, name, convert, rate):
+def test_other_dtypes_channels_and_rates_are_converted(sentence, asr_executor, name, convert, rate):
     audio = np.concatenate([sentence, silence(1.0)])
     if rate != SR:
         import soxr
 
         audio = soxr.resample(audio, SR, rate).astype(np.float32)
-    events = asyncio.run(run_listener(make_listener(EnergyASR(), executor), audio, rate=rate, convert=convert))
+    events = asyncio.run(run_listener(make_listener(EnergyASR(), asr_executor), audio, rate=rate, convert=convert))
     check_turn_shape(events)
     times = speech_times(events)
     assert [n for n, _ in times] == ["SpeechStarted", "SpeechEnded"], name
@@ -385,12 +365,12 @@ def breathing(seconds: float, amp: float, rng) -> np.ndarray:
 
 
 @pytest.mark.parametrize("noise", ["claps", "breathing"])
-def test_claps_or_breathing_after_speech_do_not_hold_the_turn_open(sentence, executor, noise):
+def test_claps_or_breathing_after_speech_do_not_hold_the_turn_open(sentence, asr_executor, noise):
     """cases.md (turn): 3 s of speech, then 5 s of claps or heavy breathing -> the turn ends the usual
     silence after the speech."""
     rng = np.random.default_rng(0)
     tail = claps(5.0, 0.9, rng) if noise == "claps" else breathing(5.0, 0.3, rng)
-    events = asyncio.run(run_listener(make_listener(EnergyASR(), executor), np.concatenate([sentence, tail])))
+    events = asyncio.run(run_listener(make_listener(EnergyASR(), asr_executor), np.concatenate([sentence, tail])))
     check_turn_shape(events)
     ended = [e for e in events if isinstance(e, SpeechEnded)]
     turns = [e for e in events if isinstance(e, EndOfTurn)]
@@ -398,7 +378,7 @@ def test_claps_or_breathing_after_speech_do_not_hold_the_turn_open(sentence, exe
     assert len(turns) == 1 and turns[0].audio_s == pytest.approx(ended[0].audio_s + 0.5, abs=0.021)
 
 
-def test_room_noise_in_peak_sized_blocks_at_fixed_scale_gives_nothing(executor):
+def test_room_noise_in_peak_sized_blocks_at_fixed_scale_gives_nothing(asr_executor):
     """cases.md: 5 s of room noise in 100 ms int16 blocks; fixed 1/32768 scaling keeps it below the
     speech threshold: no events, no ASR call."""
     rng = np.random.default_rng(0)
@@ -406,13 +386,13 @@ def test_room_noise_in_peak_sized_blocks_at_fixed_scale_gives_nothing(executor):
     noise = np.fft.irfft(spectrum, 5 * SR)
     noise = (noise / np.abs(noise).max() * 0.01).astype(np.float32)
     asr = EnergyASR()
-    events = asyncio.run(run_listener(make_listener(asr, executor), noise, frame_s=0.1, convert=to_int16))
+    events = asyncio.run(run_listener(make_listener(asr, asr_executor), noise, frame_s=0.1, convert=to_int16))
     assert events == [] and asr.calls == []
 
 
-def test_bad_frames_are_rejected(executor):
+def test_bad_frames_are_rejected(asr_executor):
     async def main():
-        listener = make_listener(EnergyASR(), executor)
+        listener = make_listener(EnergyASR(), asr_executor)
         noisy = (np.random.default_rng(1).standard_normal(SR) * 0.05).astype(np.float32)
         noisy[100] = np.nan
         with pytest.raises(AudioError, match="NaN"):
@@ -435,20 +415,10 @@ def test_bad_frames_are_rejected(executor):
 
 # --- the real thing -----------------------------------------------------------------------------------
 @pytest.mark.slow
-def test_real_recording_through_whisper_tiny(sentence):
-    from headstart.models import ModelNotPreparedError
-    from headstart.voice.asr import WhisperASR
-
-    try:
-        asr = WhisperASR.load(ASRConfig(), cpu_threads=1)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+def test_real_recording_through_whisper_tiny(sentence, asr_executor):
+    asr = whisper()
     audio = np.concatenate([sentence, silence(3.0)])  # cases.md: one sentence, then 3 s of silence
-    executor = make_asr_executor()
-    try:
-        events = asyncio.run(run_listener(make_listener(asr, executor), audio, convert=to_int16))
-    finally:
-        executor.shutdown(wait=True)
+    events = asyncio.run(run_listener(make_listener(asr, asr_executor), audio, convert=to_int16))
     check_turn_shape(events)
     partials = [e for e in events if isinstance(e, PartialTranscript)]
     finals = [e for e in events if isinstance(e, FinalTranscript)]

@@ -12,35 +12,22 @@ import pytest
 from headstart.config import ASRConfig, EndpointConfig
 from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded
 from headstart.voice.endpoint import Endpointer, eou_thresholds, required_silence_s
-from headstart.voice.listener import make_asr_executor
-from tests.test_listener import EnergyASR, check_turn_shape, recording, run_listener, silence
+from tests.test_listener import EnergyASR, check_turn_shape, run_listener, silence
 from tests.test_voice_listener_eou import WordCountScorer, listener
 
 
-@pytest.fixture(scope="module")
-def sentence() -> np.ndarray:
-    return recording("pocketsphinx_librivox/librivox-0880.wav")
-
-
-@pytest.fixture
-def executor():
-    ex = make_asr_executor()
-    yield ex
-    ex.shutdown(wait=True)
-
-
-def run(sentence, executor, **asr_kwargs):
+def run(sentence, asr_executor, **asr_kwargs):
     asr = EnergyASR()
     # min_new_audio_s 30: no cadence passes, only the early one and the final
     config = ASRConfig(min_new_audio_s=30.0, **asr_kwargs)
     audio = np.concatenate([sentence, silence(2.0)])
-    events = asyncio.run(run_listener(listener(asr, executor, endpoint=EndpointConfig(semantic=False), asr_config=config), audio))
+    events = asyncio.run(run_listener(listener(asr, asr_executor, endpoint=EndpointConfig(semantic=False), asr_config=config), audio))
     check_turn_shape(events)
     return asr, events
 
 
-def test_a_pass_started_at_the_silence_onset_is_the_final(sentence, executor):
-    asr, events = run(sentence, executor)
+def test_a_pass_started_at_the_silence_onset_is_the_final(sentence, asr_executor):
+    asr, events = run(sentence, asr_executor)
     ended = next(e for e in events if isinstance(e, SpeechEnded))
     final = next(e for e in events if isinstance(e, FinalTranscript))
     # early passes also start at word gaps (the speech might end there); none after the VAD confirmed
@@ -54,28 +41,28 @@ def test_a_pass_started_at_the_silence_onset_is_the_final(sentence, executor):
     assert final.audio_end_s == pytest.approx(ended.audio_s) and final.text
 
 
-def test_without_the_early_pass_the_final_pass_starts_at_the_confirmed_end(sentence, executor):
-    asr, events = run(sentence, executor, early_final_s=None)
+def test_without_the_early_pass_the_final_pass_starts_at_the_confirmed_end(sentence, asr_executor):
+    asr, events = run(sentence, asr_executor, early_final_s=None)
     ended = next(e for e in events if isinstance(e, SpeechEnded))
     assert len(asr.calls) == 1
     offset_s, length_s, _ = asr.calls[0]
     assert offset_s + length_s == pytest.approx(ended.audio_s, abs=1e-3)
-    early_asr, early_events = run(sentence, executor)
+    early_asr, early_events = run(sentence, asr_executor)
     texts = [next(e for e in ev if isinstance(e, FinalTranscript)).text for ev in (events, early_events)]
     assert texts[0] == texts[1]
 
 
-def test_no_slack_means_the_early_pass_is_only_a_partial(sentence, executor):
-    asr, events = run(sentence, executor, final_slack_s=0.0)
+def test_no_slack_means_the_early_pass_is_only_a_partial(sentence, asr_executor):
+    asr, events = run(sentence, asr_executor, final_slack_s=0.0)
     ended = next(e for e in events if isinstance(e, SpeechEnded))
     assert len(asr.calls) >= 2
     assert asr.calls[-1][0] + asr.calls[-1][1] == pytest.approx(ended.audio_s, abs=1e-3)
 
 
-def test_the_final_repeating_the_last_partial_is_not_scored_again(sentence, executor):
+def test_the_final_repeating_the_last_partial_is_not_scored_again(sentence, asr_executor):
     scorer = WordCountScorer(100)
     audio = np.concatenate([sentence, silence(3.0)])
-    events = asyncio.run(run_listener(listener(EnergyASR(), executor, scorer=scorer), audio))
+    events = asyncio.run(run_listener(listener(EnergyASR(), asr_executor, scorer=scorer), audio))
     check_turn_shape(events)
     final = next(e for e in events if isinstance(e, FinalTranscript))
     assert final.text in scorer.texts
@@ -100,9 +87,9 @@ def test_thresholds_follow_the_eou_scorer():
 
 
 @pytest.mark.parametrize("kwargs", [{"early_final_s": 0.0}, {"early_final_s": -1.0}, {"final_slack_s": -0.01}])
-def test_bad_early_final_settings(executor, kwargs):
+def test_bad_early_final_settings(asr_executor, kwargs):
     with pytest.raises(ValueError, match=next(iter(kwargs))):
-        listener(EnergyASR(), executor, asr_config=ASRConfig(**kwargs))
+        listener(EnergyASR(), asr_executor, asr_config=ASRConfig(**kwargs))
 
 
 def test_a_stale_score_does_not_end_the_turn_while_the_final_text_is_scored():
@@ -135,7 +122,7 @@ def test_a_stale_score_does_not_end_the_turn_while_the_final_text_is_scored():
     assert fixed.poll(1.5) is not None
 
 
-def test_no_cadence_pass_starts_in_the_first_moments_of_a_silence(sentence, executor):
+def test_no_cadence_pass_starts_in_the_first_moments_of_a_silence(sentence, asr_executor):
     """A pass started right as the speech may be ending would stop just short of its end and keep the
     ASR busy when the pass that hears it all should start: the cadence holds back for early_final_s."""
     from headstart.config import VADConfig
@@ -154,18 +141,18 @@ def test_no_cadence_pass_starts_in_the_first_moments_of_a_silence(sentence, exec
     asr = EnergyASR()
     # min_new_audio_s 0: without the hold-back a pass would start at every frame the ASR is free
     config = ASRConfig(min_new_audio_s=0.0, early_final_s=0.06)
-    events = asyncio.run(run_listener(listener(asr, executor, endpoint=EndpointConfig(semantic=False), asr_config=config), audio))
+    events = asyncio.run(run_listener(listener(asr, asr_executor, endpoint=EndpointConfig(semantic=False), asr_config=config), audio))
     check_turn_shape(events)
     stops = {round((offset_s + length_s) * 16000) for offset_s, length_s, _ in asr.calls}
     assert len(stops) > 20 and not stops & young
 
 
-def test_silence_pending_is_the_unconfirmed_silence_after_speech(sentence, executor):
+def test_silence_pending_is_the_unconfirmed_silence_after_speech(sentence, asr_executor):
     """`Listener.silence_pending` (the session scores partials heard then): True from the VAD's first
     silent windows after speech until the SpeechEnded; False during speech and after the end."""
     from headstart.audio import AudioFrame
 
-    lst = listener(EnergyASR(), executor, endpoint=EndpointConfig(semantic=False))
+    lst = listener(EnergyASR(), asr_executor, endpoint=EndpointConfig(semantic=False))
     seen: list[tuple[bool, bool]] = []  # (silence_pending, the speech end was emitted)
     events: list[object] = []
 

@@ -13,27 +13,14 @@ from headstart.config import ASRConfig, EndpointConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded
 from headstart.voice.endpoint import Endpointer, required_silence_s
 from headstart.events import SpeechStarted
-from headstart.voice.listener import make_asr_executor
-from tests.test_listener import EnergyASR, check_turn_shape, recording, run_listener, silence
+from tests.test_listener import EnergyASR, check_turn_shape, run_listener, silence
 from tests.test_voice_listener_eou import WordCountScorer, listener
 
 
-@pytest.fixture(scope="module")
-def sentence() -> np.ndarray:
-    return recording("pocketsphinx_librivox/librivox-0880.wav")
-
-
-@pytest.fixture
-def executor():
-    ex = make_asr_executor()
-    yield ex
-    ex.shutdown(wait=True)
-
-
-def test_streaming_off_runs_one_pass_over_the_whole_utterance_at_the_speech_end(sentence, executor):
+def test_streaming_off_runs_one_pass_over_the_whole_utterance_at_the_speech_end(sentence, asr_executor):
     asr = EnergyASR()
     audio = np.concatenate([sentence, silence(2.0)])
-    events = asyncio.run(run_listener(listener(asr, executor, asr_config=ASRConfig(streaming=False)), audio))
+    events = asyncio.run(run_listener(listener(asr, asr_executor, asr_config=ASRConfig(streaming=False)), audio))
     check_turn_shape(events)
     assert not any(isinstance(e, PartialTranscript) for e in events)
     started = events[0]
@@ -44,16 +31,16 @@ def test_streaming_off_runs_one_pass_over_the_whole_utterance_at_the_speech_end(
     assert offset_s == pytest.approx(started.audio_s)
     assert offset_s + length_s == pytest.approx(ended.audio_s, abs=1e-3)  # the whole utterance, no more
     # the same words as the streaming run
-    streaming = asyncio.run(run_listener(listener(EnergyASR(), executor), audio))
+    streaming = asyncio.run(run_listener(listener(EnergyASR(), asr_executor), audio))
     assert final.text == next(e for e in streaming if isinstance(e, FinalTranscript)).text != ""
 
 
-def test_streaming_off_with_resumed_speech_still_ends_in_one_turn_without_partials(sentence, executor):
+def test_streaming_off_with_resumed_speech_still_ends_in_one_turn_without_partials(sentence, asr_executor):
     asr = EnergyASR()
     half = sentence.shape[0] // 2
     audio = np.concatenate([sentence[:half], silence(0.4), sentence[half:], silence(2.0)])
     events = asyncio.run(run_listener(
-        listener(asr, executor, endpoint=EndpointConfig(semantic=False, silence_s=1.0), asr_config=ASRConfig(streaming=False)),
+        listener(asr, asr_executor, endpoint=EndpointConfig(semantic=False, silence_s=1.0), asr_config=ASRConfig(streaming=False)),
         audio))
     check_turn_shape(events)
     assert not any(isinstance(e, PartialTranscript) for e in events)
@@ -65,11 +52,11 @@ def test_streaming_off_with_resumed_speech_still_ends_in_one_turn_without_partia
     assert len(asr.calls) == len(finals) and asr.calls[-1][1] > sentence.shape[0] / 16000 * 0.9
 
 
-def test_semantic_off_ignores_the_probability_and_never_calls_the_scorer(sentence, executor):
+def test_semantic_off_ignores_the_probability_and_never_calls_the_scorer(sentence, asr_executor):
     audio = np.concatenate([sentence, silence(3.0)])
     scorer = WordCountScorer(1)  # everything reads complete: with semantic on the turn ends at once
     fixed = EndpointConfig(semantic=False, silence_s=1.2, min_silence_s=0.0)
-    events = asyncio.run(run_listener(listener(EnergyASR(), executor, scorer=scorer, endpoint=fixed), audio))
+    events = asyncio.run(run_listener(listener(EnergyASR(), asr_executor, scorer=scorer, endpoint=fixed), audio))
     check_turn_shape(events)
     assert scorer.texts == []
     ended = next(e for e in events if isinstance(e, SpeechEnded))
@@ -77,7 +64,7 @@ def test_semantic_off_ignores_the_probability_and_never_calls_the_scorer(sentenc
     assert ended.audio_s + 1.2 <= eot.audio_s < ended.audio_s + 1.2 + 0.02 + 1e-9
     assert eot.eou_probability == 1.0  # none known
     semantic = asyncio.run(run_listener(
-        listener(EnergyASR(), executor, scorer=WordCountScorer(1), endpoint=EndpointConfig(silence_s=1.2)), audio))
+        listener(EnergyASR(), asr_executor, scorer=WordCountScorer(1), endpoint=EndpointConfig(silence_s=1.2)), audio))
     eot_semantic = next(e for e in semantic if isinstance(e, EndOfTurn))
     assert eot_semantic.audio_s < eot.audio_s - 0.5
 

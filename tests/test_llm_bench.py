@@ -10,6 +10,7 @@ import re
 import pytest
 
 from headstart.bench import llm as bench
+from tests.prepared import model_path
 
 KEYS = {"ttft_cold_s", "ttft_incremental_s", "ttft_head_start_s", "ttft_reduction", "decode_tok_per_s",
         "acceptance_rate", "mean_accepted", "speedup", "exact", "model", "threads"}
@@ -39,12 +40,7 @@ def test_key_facts_match_right_answers_and_not_wrong_ones():
 
 @pytest.mark.slow
 def test_a_small_run_prints_the_json_line(capsys):
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        resolve_model("smollm2-135m")
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    model_path("smollm2-135m")  # or a skip: not prepared
     code = bench.run_from_args(_args("--model", "smollm2-135m", "--repeats", "1", "--decode-tokens", "6",
                                      "--no-quality", "--json"))
     assert code == 0

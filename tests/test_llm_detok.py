@@ -9,6 +9,7 @@ import random
 import pytest
 
 from headstart.llm.detok import IncrementalDetokenizer
+from tests.prepared import model_path
 
 FFFD = "\ufffd"
 REPLY = (
@@ -22,13 +23,7 @@ CJK_EMOJI = "Hello 你好世界, café naïve 😊 done. 日本語のテキス�
 def tokenizer():
     from transformers import AutoTokenizer
 
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        path = resolve_model("smollm2-135m")
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
-    return AutoTokenizer.from_pretrained(path, local_files_only=True)
+    return AutoTokenizer.from_pretrained(model_path("smollm2-135m"), local_files_only=True)
 
 
 @pytest.fixture(scope="module")

@@ -9,6 +9,7 @@ import pytest
 from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.sampling import Sampling
 from headstart.llm.speculative import DraftingPolicy, build_decoder
+from tests.prepared import llm_engine
 
 MODEL = "smollm2-135m"
 PROMPTS = ["Tell me a short story about a robot who learns to paint."]
@@ -16,16 +17,9 @@ PROMPTS = ["Tell me a short story about a robot who learns to paint."]
 
 @pytest.fixture(scope="module")
 def decoder():
-    from headstart.llm.engine import LLMEngine
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        resolve_model(MODEL)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
     config = LLMConfig(model=MODEL, dtype="float32", quantize="none", speculative="draft_model", draft_model=MODEL,
                        draft_quantize="int8", speculate_k=3)
-    target = LLMEngine.from_config(config, ThreadPlan())
+    target = llm_engine(config)
     built = build_decoder(target, config, ThreadPlan())
     built.policy = DraftingPolicy(margin=0.0)  # never switch drafting off: both paths must run
     return built

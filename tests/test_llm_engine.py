@@ -9,6 +9,7 @@ import torch
 from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.engine import LLMEngine, LLMError, common_prefix_len
 from headstart.llm.sampling import Sampling
+from tests.prepared import model_path
 
 MODEL = "smollm2-135m"
 PROMPTS = [
@@ -19,12 +20,7 @@ PROMPTS = [
 
 
 def _model_path():
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        return resolve_model(MODEL)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    return model_path(MODEL)
 
 
 @pytest.fixture(scope="module")

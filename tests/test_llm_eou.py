@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headstart.config import LLMConfig, ThreadPlan
+from headstart.config import LLMConfig
 
 SYSTEM = [{"role": "system", "content": LLMConfig().system_prompt}]
 COMPLETE_AND_CUT = [
@@ -17,16 +17,10 @@ COMPLETE_AND_CUT = [
 
 
 @pytest.fixture(scope="module")
-def estimator():
-    from headstart.llm.engine import LLMEngine
+def estimator(smollm2_engine):
     from headstart.llm.eou import EOUEstimator
-    from headstart.models import ModelNotPreparedError
 
-    try:
-        engine = LLMEngine.from_config(LLMConfig(model="smollm2-135m"), ThreadPlan())
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
-    return EOUEstimator(engine)
+    return EOUEstimator(smollm2_engine)
 
 
 @pytest.mark.slow
@@ -35,7 +29,6 @@ def test_complete_utterances_score_higher_than_the_same_cut_off(estimator):
     for complete, cut in COMPLETE_AND_CUT:
         p_complete = estimator.probability(SYSTEM, complete)
         p_cut = estimator.probability(SYSTEM, cut)
-        assert 0.0 <= p_cut <= 1.0 and 0.0 <= p_complete <= 1.0
         wins += p_complete > p_cut
     assert wins >= 4  # measured 48 bench transcripts: AUC 0.85 without punctuation
 

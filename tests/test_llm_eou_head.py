@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headstart.config import LLMConfig, ThreadPlan
+from headstart.config import LLMConfig
 from headstart.llm import eou_head as H
 
 SYSTEM = [{"role": "system", "content": LLMConfig().system_prompt}]
@@ -48,29 +48,21 @@ def test_packaged_head_for_smollm2_and_the_cache_copy_wins(tmp_path, monkeypatch
         assert 0 < low < high < 1 and weights.info["expected_cutoff"] <= weights.info["max_cutoff"]
 
 
-@pytest.fixture(scope="module")
-def engine():
-    from headstart.llm.engine import LLMEngine
-    from headstart.models import ModelNotPreparedError
-
-    try:
-        return LLMEngine.from_config(LLMConfig(model="smollm2-135m"), ThreadPlan())
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.mark.slow
-def test_packaged_head_tells_complete_from_cut_and_reuses_the_cache(engine):
-    head = H.EOUHead.load(engine, "smollm2-135m")
+def test_packaged_head_tells_complete_from_cut_and_reuses_the_cache(smollm2_engine):
+    head = H.EOUHead.load(smollm2_engine, "smollm2-135m")
     wins = 0
     for complete, cut in COMPLETE_AND_CUT:
         p_complete = head.probability(SYSTEM, complete + ".")  # Whisper's period is ignored
         p_cut = head.probability(SYSTEM, cut + ".")
-        assert 0.0 <= p_cut <= 1.0 and 0.0 <= p_complete <= 1.0
         wins += p_complete > p_cut
     assert wins >= 4, wins
     assert head.estimate(SYSTEM, "  . ").probability == 0.0
     head.probability(SYSTEM, "How many legs does a")
     grown = head.estimate(SYSTEM, "How many legs does a spider")
     assert grown.num_computed <= 3  # only the new tokens (and the one recomputed for logits)
-    assert head.last_token_probability is not None and 0.0 <= head.last_token_probability <= 1.0
+    # the raw end-of-turn token probability of the same forward: what the token scorer alone gives
+    from headstart.llm.eou import EOUEstimator
+
+    token = EOUEstimator(smollm2_engine).probability(SYSTEM, "How many legs does a spider")
+    assert head.last_token_probability == pytest.approx(token, rel=1e-3, abs=1e-9)

@@ -15,17 +15,14 @@ from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.engine import LLMEngine
 from headstart.llm.exactness import check_exactness
 from headstart.llm.precision import int8_unsupported_reason, resolve_precision, resolve_quantize
-from headstart.models import ModelNotPreparedError, resolve_model
+from tests.prepared import model_path
 
 MODEL = "smollm2-135m"
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _model_path():
-    try:
-        return resolve_model(MODEL)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    return model_path(MODEL)
 
 
 @pytest.fixture(scope="module")

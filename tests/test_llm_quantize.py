@@ -11,18 +11,14 @@ import torch
 
 from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.engine import LLMEngine, quantize_model
+from tests.prepared import model_path
 
 MODEL = "smollm2-135m"
 PROMPTS = ["What is the capital of France?", "Name three colours."]
 
 
 def _model_path():
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        return resolve_model(MODEL)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    return model_path(MODEL)
 
 
 @pytest.fixture(scope="module")

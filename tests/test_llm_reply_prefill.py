@@ -7,21 +7,16 @@ import numpy as np
 import pytest
 import torch
 
-from headstart.config import LLMConfig, ThreadPlan
+from headstart.config import LLMConfig
 from headstart.llm import eou_head as H
+from tests.prepared import llm_engine
 
 SYSTEM = [{"role": "system", "content": LLMConfig().system_prompt}]
 
 
 @pytest.fixture(scope="module")
 def engine():
-    from headstart.llm.engine import LLMEngine
-    from headstart.models import ModelNotPreparedError
-
-    try:
-        return LLMEngine.from_config(LLMConfig(model="smollm2-135m", quantize="int8"), ThreadPlan())
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    return llm_engine(LLMConfig(model="smollm2-135m", quantize="int8"))
 
 
 @pytest.fixture

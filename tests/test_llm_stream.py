@@ -11,11 +11,12 @@ from dataclasses import replace
 import pytest
 
 from headstart.clock import FakeClock
-from headstart.config import LLMConfig, ThreadPlan
+from headstart.config import LLMConfig
 from headstart.events import ReplyDone, TokenDelta
 from headstart.llm.engine import LLMEngine, LLMError
 from headstart.llm.sampling import Sampling
-from headstart.llm.stream import generate_stream, llm_executor, with_system_prompt
+from headstart.llm.stream import generate_stream, with_system_prompt
+from tests.prepared import llm_engine
 
 MODEL = "smollm2-135m"
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
@@ -27,20 +28,7 @@ CONFIG = LLMConfig(model=MODEL, max_new_tokens=40, system_prompt="")
 
 @pytest.fixture(scope="module")
 def engine() -> LLMEngine:
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        path = resolve_model(MODEL)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
-    return LLMEngine.load(path, CONFIG, ThreadPlan())
-
-
-@pytest.fixture
-def executor():
-    pool = llm_executor()
-    yield pool
-    pool.shutdown(wait=True)
+    return llm_engine(CONFIG)
 
 
 async def _collect(stream) -> list:
@@ -58,9 +46,9 @@ def test_with_system_prompt():
     assert with_system_prompt(system, "be brief") == system
 
 
-def test_a_reply_streams_deltas_then_one_done(engine, executor):
+def test_a_reply_streams_deltas_then_one_done(engine, llm_pool):
     async def main():
-        return await _collect(generate_stream(engine, CAPITAL, CONFIG, executor))
+        return await _collect(generate_stream(engine, CAPITAL, CONFIG, llm_pool))
 
     events = asyncio.run(main())
     *deltas, done = events
@@ -75,7 +63,7 @@ def test_a_reply_streams_deltas_then_one_done(engine, executor):
     assert ids == list(engine.generate(prompt, CONFIG.max_new_tokens, Sampling()))
 
 
-def test_the_token_loop_runs_on_the_llm_thread(engine, executor, monkeypatch):
+def test_the_token_loop_runs_on_the_llm_thread(engine, llm_pool, monkeypatch):
     names = []
     real_forward = engine.model.forward
 
@@ -86,17 +74,17 @@ def test_the_token_loop_runs_on_the_llm_thread(engine, executor, monkeypatch):
     monkeypatch.setattr(engine.model, "forward", recording)
 
     async def main():
-        return await _collect(generate_stream(engine, CAPITAL, CONFIG, executor))
+        return await _collect(generate_stream(engine, CAPITAL, CONFIG, llm_pool))
 
     asyncio.run(main())
     assert names and all(name.startswith("llm") for name in names)
 
 
-def test_tokens_arrive_while_the_reply_is_still_being_generated(engine, executor):
+def test_tokens_arrive_while_the_reply_is_still_being_generated(engine, llm_pool):
     config = replace(CONFIG, max_new_tokens=60)
 
     async def main():
-        stream = generate_stream(engine, STORY, config, executor)
+        stream = generate_stream(engine, STORY, config, llm_pool)
         events = []
         async for event in stream:
             events.append(event)
@@ -114,11 +102,11 @@ def test_tokens_arrive_while_the_reply_is_still_being_generated(engine, executor
     assert done.text == first.text and done.num_tokens == len(first.token_ids)
 
 
-def test_cancel_drops_text_still_queued(engine, executor):
+def test_cancel_drops_text_still_queued(engine, llm_pool):
     config = replace(CONFIG, max_new_tokens=8)
 
     async def main():
-        stream = generate_stream(engine, STORY, config, executor)
+        stream = generate_stream(engine, STORY, config, llm_pool)
         await asyncio.wait_for(stream.wait_finished(), HANG_GUARD_S)  # all 8 tokens queued, unread
         stream.cancel()
         stream.cancel()  # idempotent
@@ -129,13 +117,13 @@ def test_cancel_drops_text_still_queued(engine, executor):
     assert len(stream.stats.token_times_s) == 8
 
 
-def test_cancel_before_the_llm_thread_starts(engine, executor):
+def test_cancel_before_the_llm_thread_starts(engine, llm_pool):
     gate = threading.Event()
     engine.reset()
 
     async def main():
-        blocker = asyncio.get_running_loop().run_in_executor(executor, gate.wait)
-        stream = generate_stream(engine, CAPITAL, CONFIG, executor)
+        blocker = asyncio.get_running_loop().run_in_executor(llm_pool, gate.wait)
+        stream = generate_stream(engine, CAPITAL, CONFIG, llm_pool)
         stream.cancel()
         gate.set()
         await blocker
@@ -146,11 +134,11 @@ def test_cancel_before_the_llm_thread_starts(engine, executor):
     assert engine.num_tokens == 0  # not even the prefill ran
 
 
-def test_a_consumer_that_stops_reading_stops_the_generation(engine, executor):
+def test_a_consumer_that_stops_reading_stops_the_generation(engine, llm_pool):
     config = replace(CONFIG, max_new_tokens=60)
 
     async def main():
-        stream = generate_stream(engine, STORY, config, executor)
+        stream = generate_stream(engine, STORY, config, llm_pool)
         async for _event in stream:
             break
         await asyncio.wait_for(stream.wait_finished(), HANG_GUARD_S)
@@ -161,11 +149,11 @@ def test_a_consumer_that_stops_reading_stops_the_generation(engine, executor):
     assert len(stream.stats.token_times_s) < config.max_new_tokens
 
 
-def test_stop_string_ends_the_reply_before_it(engine, executor):
+def test_stop_string_ends_the_reply_before_it(engine, llm_pool):
     config = replace(CONFIG, stop=("Paris",))
 
     async def main():
-        return await _collect(generate_stream(engine, CAPITAL, config, executor))
+        return await _collect(generate_stream(engine, CAPITAL, config, llm_pool))
 
     *deltas, done = asyncio.run(main())
     assert done.reason == "stop"
@@ -173,19 +161,19 @@ def test_stop_string_ends_the_reply_before_it(engine, executor):
     assert done.text.rstrip().endswith("is")
 
 
-def test_max_tokens_reason(engine, executor):
+def test_max_tokens_reason(engine, llm_pool):
     config = replace(CONFIG, max_new_tokens=4)
 
     async def main():
-        return await _collect(generate_stream(engine, STORY, config, executor))
+        return await _collect(generate_stream(engine, STORY, config, llm_pool))
 
     done = asyncio.run(main())[-1]
     assert done.reason == "max_tokens" and done.num_tokens == 4
 
 
-def test_an_error_mid_generation_reaches_the_consumer_and_the_next_request_works(engine, executor, monkeypatch):
+def test_an_error_mid_generation_reaches_the_consumer_and_the_next_request_works(engine, llm_pool, monkeypatch):
     async def reply():
-        return await _collect(generate_stream(engine, CAPITAL, CONFIG, executor))
+        return await _collect(generate_stream(engine, CAPITAL, CONFIG, llm_pool))
 
     clean = asyncio.run(reply())[-1]
     calls = {"n": 0}
@@ -202,7 +190,7 @@ def test_an_error_mid_generation_reaches_the_consumer_and_the_next_request_works
     async def failing_reply():
         received = []
         with pytest.raises(LLMError, match="injected model failure") as info:
-            async for event in generate_stream(engine, CAPITAL, CONFIG, executor):
+            async for event in generate_stream(engine, CAPITAL, CONFIG, llm_pool):
                 received.append(event)
         return received, info.value
 
@@ -236,13 +224,13 @@ class _ScriptedEngine:
         return tokens()
 
 
-def test_ttft_and_tpot_on_an_injected_clock(engine, executor):
+def test_ttft_and_tpot_on_an_injected_clock(engine, llm_pool):
     clock = FakeClock(start_s=10.0)
     ids = engine.tokenizer("Hello there, how are you today?", add_special_tokens=False)["input_ids"]
     scripted = _ScriptedEngine(engine.tokenizer, ids, clock)
 
     async def main():
-        stream = generate_stream(scripted, CAPITAL, CONFIG, executor, clock=clock)
+        stream = generate_stream(scripted, CAPITAL, CONFIG, llm_pool, clock=clock)
         events = await _collect(stream)
         return stream, events
 
@@ -257,6 +245,6 @@ def test_ttft_and_tpot_on_an_injected_clock(engine, executor):
                                    if len(ids) >= CONFIG.max_new_tokens else "eos")
 
 
-def test_stream_needs_a_running_loop(engine, executor):
+def test_stream_needs_a_running_loop(engine, llm_pool):
     with pytest.raises(RuntimeError):
-        generate_stream(engine, CAPITAL, CONFIG, executor)
+        generate_stream(engine, CAPITAL, CONFIG, llm_pool)

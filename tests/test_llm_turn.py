@@ -13,13 +13,14 @@ from dataclasses import replace
 import pytest
 import torch
 
-from headstart.config import LLMConfig, ThreadPlan
+from headstart.config import LLMConfig
 from headstart.events import ReplyDone
 from headstart.llm.engine import LLMEngine
 from headstart.llm.live import LiveTurn
 from headstart.llm.shaping import SentenceBudget, ends_sentence
-from headstart.llm.stream import generate_stream, llm_executor
+from headstart.llm.stream import generate_stream
 from headstart.llm.turn import TurnPrefill, stable_text
+from tests.prepared import llm_engine
 
 MODEL = "smollm2-135m"
 CONFIG = LLMConfig(model=MODEL, dtype="float32", max_new_tokens=16, soft_max_tokens=None,
@@ -35,13 +36,7 @@ HANG_GUARD_S = 120.0
 
 @pytest.fixture(scope="module")
 def engine() -> LLMEngine:
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        path = resolve_model(MODEL)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
-    return LLMEngine.load(path, CONFIG, ThreadPlan())
+    return llm_engine(CONFIG)
 
 
 def _partials(text: str) -> list[str]:
@@ -109,13 +104,6 @@ def test_sentence_budget():
 # -- the async form -------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def executor():
-    pool = llm_executor()
-    yield pool
-    pool.shutdown(wait=True)
-
-
 async def _collect(stream) -> list:
     async def run():
         return [event async for event in stream]
@@ -124,17 +112,17 @@ async def _collect(stream) -> list:
 
 
 @pytest.mark.parametrize("sampling", [{}, {"temperature": 0.9, "top_p": 0.95, "seed": 11}])
-def test_live_turn_reply_after_the_partials_is_the_fresh_reply(engine, executor, sampling):
+def test_live_turn_reply_after_the_partials_is_the_fresh_reply(engine, llm_pool, sampling):
     config = replace(CONFIG, **sampling)
 
     async def fresh():
         engine.reset()
         return await _collect(generate_stream(engine, [*HISTORY[1:], {"role": "user", "content": FINAL}],
-                                              config, executor))
+                                              config, llm_pool))
 
     async def live():
         engine.reset()
-        turn = LiveTurn(engine, HISTORY, config, executor)
+        turn = LiveTurn(engine, HISTORY, config, llm_pool)
         for text in ["", *_partials(FINAL)]:  # the session's pre-warm, then the partials
             turn.update(text)
             await asyncio.wait_for(turn.wait_idle(), HANG_GUARD_S)
@@ -153,16 +141,16 @@ def test_live_turn_reply_after_the_partials_is_the_fresh_reply(engine, executor,
 
 
 @pytest.mark.parametrize("intruder", ["other_prompt", "eou_style_prefix"])
-def test_live_turn_reply_after_someone_else_used_the_cache_is_the_fresh_reply(engine, executor, intruder):
+def test_live_turn_reply_after_someone_else_used_the_cache_is_the_fresh_reply(engine, llm_pool, intruder):
     """Between the partials and the reply, the shared engine ran another prompt (another session) or
     the EOU estimate (the same prompt up to the user's text): the reply is still exactly the fresh one."""
 
     async def main():
         engine.reset()
         fresh = await _collect(generate_stream(engine, [*HISTORY[1:], {"role": "user", "content": FINAL}],
-                                               CONFIG, executor))
+                                               CONFIG, llm_pool))
         engine.reset()
-        turn = LiveTurn(engine, HISTORY, CONFIG, executor)
+        turn = LiveTurn(engine, HISTORY, CONFIG, llm_pool)
         for text in _partials(FINAL):
             turn.update(text)
         await asyncio.wait_for(turn.wait_idle(), HANG_GUARD_S)
@@ -177,7 +165,7 @@ def test_live_turn_reply_after_someone_else_used_the_cache_is_the_fresh_reply(en
     assert got == fresh
 
 
-def test_the_reply_overtakes_partial_updates_still_queued(engine, executor, monkeypatch):
+def test_the_reply_overtakes_partial_updates_still_queued(engine, llm_pool, monkeypatch):
     gate = threading.Event()
     synced: list[tuple[int, ...]] = []
     sync_to = engine.sync_to
@@ -185,8 +173,8 @@ def test_the_reply_overtakes_partial_updates_still_queued(engine, executor, monk
 
     async def main():
         engine.reset()
-        turn = LiveTurn(engine, HISTORY, CONFIG, executor)
-        blocker = asyncio.get_running_loop().run_in_executor(executor, gate.wait)
+        turn = LiveTurn(engine, HISTORY, CONFIG, llm_pool)
+        blocker = asyncio.get_running_loop().run_in_executor(llm_pool, gate.wait)
         turn.update("What is the capital of Spain and")  # queued behind the blocker
         stream = turn.reply(FINAL)  # the reply is asked for while that update is still queued
         gate.set()

@@ -14,6 +14,7 @@ from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.voice import moonshine
 from headstart.voice.asr import Transcription
 from listener_driver import run_listener
+from tests.prepared import model_path
 
 SR = 16000
 
@@ -26,12 +27,7 @@ def _wer(reference: str, hypothesis: str) -> float:
 
 @pytest.fixture(scope="module")
 def model_dir() -> Path:
-    from headstart.models import ModelNotPreparedError, resolve_model
-
-    try:
-        return resolve_model("moonshine-base")
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    return model_path("moonshine-base")
 
 
 @pytest.fixture(scope="module")

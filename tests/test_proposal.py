@@ -14,13 +14,7 @@ from headstart.llm.sampling import Sampling
 from headstart.training.train_proposal import default_conversations, evaluate, extract_features, train_head
 from tests.test_selfspec import VOCAB, tiny
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 @pytest.fixture(scope="module")

@@ -18,6 +18,8 @@ from headstart.llm.selfspec import (
 )
 from headstart.llm.speculative import Decoder, DraftingPolicy
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
+
 VOCAB = 96
 CONFIG = LLMConfig(model="tiny", dtype="float32", max_new_tokens=24)
 PROMPT = [3, 17, 42, 8, 8, 19, 3, 17, 42, 60, 11, 5, 23, 3, 17, 42, 9, 30, 31, 32, 33, 12]
@@ -33,15 +35,6 @@ class TinyTokenizer:
 
     def convert_tokens_to_ids(self, token: str) -> None:
         return None
-
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Two torch threads on a shared 2-core machine ran these tiny forwards ~6x slower (measured).
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
 
 
 def tiny(kind: str, layers: int = 4, seed: int = 0, identity_after: int | None = None) -> LLMEngine:
@@ -219,13 +212,9 @@ def test_cost_model_arithmetic():
 @pytest.mark.slow
 def test_self_speculative_equals_plain_greedy_on_smollm2():
     from headstart.config import ThreadPlan
-    from headstart.models import resolve_model
+    from tests.prepared import model_path
 
-    try:
-        path = resolve_model("smollm2-135m")
-    except Exception as exc:  # noqa: BLE001
-        pytest.skip(f"smollm2-135m not prepared: {exc}")
-    engine = LLMEngine.load(path, LLMConfig(model="smollm2-135m", dtype="float32", quantize="none"),
+    engine = LLMEngine.load(model_path("smollm2-135m"), LLMConfig(model="smollm2-135m", dtype="float32", quantize="none"),
                              ThreadPlan(torch_threads=1))
     stack = LayerStack(engine.model)
     head = ProposalHead.new("linear", stack.hidden_size, 10, stack.num_layers)  # untrained: the logit lens

@@ -10,13 +10,7 @@ import torch
 from headstart.llm.early_exit import EarlyExitDecoder
 from tests.test_selfspec import PROMPT, plain, random_head, tiny
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def run(decoder: EarlyExitDecoder, prompt, n: int):
@@ -59,7 +53,8 @@ def test_a_poor_head_is_lossy_but_its_agreement_is_measured():
     out, cache = run(decoder, PROMPT, 12)
     assert len(cache) == len(PROMPT) + len(out) - 1
     assert decoder.stats.checked > 0
-    assert 0.0 <= decoder.stats.agreement <= 1.0
+    assert decoder.stats.agreed < decoder.stats.checked  # lossy: some early tokens are not the model's
+    assert decoder.stats.agreement == decoder.stats.agreed / decoder.stats.checked
 
 
 @pytest.mark.parametrize("bad", [0.0, -0.1, 1.5])

@@ -55,7 +55,6 @@ def pairs() -> list[tuple[str, np.ndarray, np.ndarray]]:
 def test_complete_sentences_score_above_the_same_cut_mid_sentence(model, pairs):
     complete = {name: model.completion_probability(a) for name, a, _ in pairs}
     cut = {name: model.completion_probability(c) for name, _, c in pairs}
-    assert all(0.0 <= p <= 1.0 for p in [*complete.values(), *cut.values()])
     assert all(p > 0.5 for p in complete.values()), complete
     assert all(p < 0.5 for p in cut.values()), cut
 

@@ -8,7 +8,7 @@ import itertools
 import numpy as np
 import pytest
 
-from headstart.config import LLMConfig, ThreadPlan
+from headstart.config import LLMConfig
 from headstart.llm import eou_head as H
 from headstart.training import train_eou as T
 
@@ -52,51 +52,40 @@ def test_fit_logistic_separates_and_weights_round_trip(tmp_path):
     np.testing.assert_allclose(back.probability(x), p, rtol=1e-5)
 
 
-@pytest.fixture(scope="module")
-def engine():
-    from headstart.llm.engine import LLMEngine
-    from headstart.models import ModelNotPreparedError
-
-    try:
-        return LLMEngine.from_config(LLMConfig(model="smollm2-135m"), ThreadPlan())
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
-
-
 @pytest.mark.slow
-def test_one_forward_gives_the_same_features_as_a_forward_per_cut(engine):
-    head = H.EOUHead.load(engine, "smollm2-135m")
+def test_one_forward_gives_the_same_features_as_a_forward_per_cut(smollm2_engine):
+    head = H.EOUHead.load(smollm2_engine, "smollm2-135m")
     text = "Please switch off the radio in the bathroom"
     shared = T._sentence_features(head, SYSTEM, text)
     assert [label for _, _, label in shared] == [0] * 7 + [1]
     for (hidden, _, _), (cut, _) in zip(shared, T.cut_examples(text)):
-        engine.reset()
+        smollm2_engine.reset()
         alone = head.features(SYSTEM, cut).hidden[-1]
         np.testing.assert_allclose(hidden, alone, atol=2e-3, rtol=1e-3)
 
 
 @pytest.mark.slow
-def test_train_on_a_few_sentences_and_a_mismatched_head_is_refused(engine):
+def test_train_on_a_few_sentences_and_a_mismatched_head_is_refused(smollm2_engine):
     sentences = T.packaged_sentences()[:12]
-    weights = T.train(engine, "smollm2-135m", sentences, LLMConfig().system_prompt, l2_values=(0.1,))
+    weights = T.train(smollm2_engine, "smollm2-135m", sentences, LLMConfig().system_prompt, l2_values=(0.1,))
     assert weights.hidden_size == 576 and weights.info["sentences"] == 12
     assert weights.info["examples"] > 12 and weights.info["positives"] == 12
     low, high = weights.thresholds  # calibrated on out-of-fold scores
     assert 0 < low < high < 1 and 0 <= weights.info["expected_cutoff"] <= 0.03
     with pytest.raises(ValueError, match="hidden size"):
-        H.EOUHead(engine, H.EOUHeadWeights("other", np.zeros(8), np.ones(8), np.zeros(8), 0.0))
+        H.EOUHead(smollm2_engine, H.EOUHeadWeights("other", np.zeros(8), np.ones(8), np.zeros(8), 0.0))
     with pytest.raises(ValueError, match="at least 10"):
-        T.train(engine, "smollm2-135m", ["Hello there."], "sys")
+        T.train(smollm2_engine, "smollm2-135m", ["Hello there."], "sys")
 
 
 @pytest.mark.slow
-def test_train_on_labelled_utterances_reads_only_their_labelled_prefixes(engine):
+def test_train_on_labelled_utterances_reads_only_their_labelled_prefixes(smollm2_engine):
     from headstart.training import eou_data as D
 
     utterances, _ = D.training_utterances(T.packaged_sentences()[:10], labels="pause-points", synthetic=10, seed=1)
-    rows = T._sentence_features(H.EOUHead(engine, T._placeholder(engine, "smollm2-135m")), SYSTEM, utterances[-1])
+    rows = T._sentence_features(H.EOUHead(smollm2_engine, T._placeholder(smollm2_engine, "smollm2-135m")), SYSTEM, utterances[-1])
     assert [label for _, _, label in rows] == [label for _, label in utterances[-1].cuts]
-    weights = T.train(engine, "smollm2-135m", utterances, LLMConfig().system_prompt, l2_values=(0.1,))
+    weights = T.train(smollm2_engine, "smollm2-135m", utterances, LLMConfig().system_prompt, l2_values=(0.1,))
     assert weights.info["sentences"] == 20 and weights.info["positives"] == 20
     assert weights.info["examples"] == sum(len(u.cuts) for u in utterances)
     low, high = weights.thresholds
@@ -104,15 +93,15 @@ def test_train_on_labelled_utterances_reads_only_their_labelled_prefixes(engine)
 
 
 @pytest.mark.slow
-def test_head_separates_the_bench_transcripts_better_than_chance_and_reports_both(engine):
+def test_head_separates_the_bench_transcripts_better_than_chance_and_reports_both(smollm2_engine):
     from headstart.bench.data import recordings
 
-    head = H.EOUHead.load(engine, "smollm2-135m")
+    head = H.EOUHead.load(smollm2_engine, "smollm2-135m")
     texts = [r.text for r in recordings()][:16]
     report = T.evaluate(head, texts, LLMConfig().system_prompt)
     assert report["utterances"] >= 8
     assert report["auc_head_middle_cut"] > 0.75, report
-    assert 0.0 <= report["auc_token_middle_cut"] <= 1.0
+    assert report["auc_token_middle_cut"] > 0.6, report  # the raw token probability separates them too
 
 
 def test_train_eou_command_line(tmp_path, capsys):

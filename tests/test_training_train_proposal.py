@@ -24,13 +24,7 @@ from headstart.training.train_proposal import (
 )
 from tests.test_selfspec import VOCAB, tiny
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")  # tests/conftest.py
 
 
 def greedy(model, prompt: list[int], ends: set[int], n: int) -> list[int]:

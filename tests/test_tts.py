@@ -18,7 +18,8 @@ from headstart.config import ThreadPlan, TTSConfig
 from headstart.tts.base import EngineNotAvailableError, Synthesizer, fade_edges
 from headstart.tts.chunker import ClauseChunker
 from headstart.tts.engines import load_synthesizer
-from headstart.tts.stream import TTSStream, make_tts_executor
+from headstart.tts.stream import TTSStream
+from tests.prepared import prepared
 
 RATE = 22_050
 
@@ -59,13 +60,6 @@ class FakeSynth:
         pass
 
 
-@pytest.fixture
-def executor():
-    ex = make_tts_executor()
-    yield ex
-    ex.shutdown(wait=True)
-
-
 async def collect(stream: TTSStream) -> list[AudioFrame]:
     return [frame async for frame in stream]
 
@@ -73,11 +67,11 @@ async def collect(stream: TTSStream) -> list[AudioFrame]:
 # --- the stream, with a fake engine -------------------------------------------------------------
 
 
-def test_first_audio_comes_before_the_text_ends(executor):
+def test_first_audio_comes_before_the_text_ends(tts_executor):
     synth = FakeSynth()
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor)
         stream.push_text("The weather today is sunny. And")
         first = await asyncio.wait_for(stream.__anext__(), 5.0)  # no end_input yet
         assert synth.texts == ["The weather today is sunny."]
@@ -93,12 +87,12 @@ def test_first_audio_comes_before_the_text_ends(executor):
     assert all(name.startswith("tts") for name in synth.threads)
 
 
-def test_ttfa_is_measured_on_the_injected_clock(executor):
+def test_ttfa_is_measured_on_the_injected_clock(tts_executor):
     clock = FakeClock(100.0)
     synth = FakeSynth(clock, compute_s=0.05)
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor, clock=clock)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor, clock=clock)
         stream.push_text("Hello there my friend. ")
         await stream.__anext__()  # the engine "took" 0.05 s on the fake clock
         clock.advance(1.0)
@@ -122,11 +116,11 @@ def test_ttfa_is_measured_on_the_injected_clock(executor):
     assert t[0].audio_s == pytest.approx(0.01 * len("Hello there my friend."), abs=1e-3)
 
 
-def test_text_is_normalised_before_synthesis(executor):
+def test_text_is_normalised_before_synthesis(tts_executor):
     synth = FakeSynth()
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor)
         stream.push_text("It costs $49.95 at 8:00 AM. Ask **Dr. Lee** 😊")
         stream.end_input()
         await collect(stream)
@@ -136,11 +130,11 @@ def test_text_is_normalised_before_synthesis(executor):
 
 
 @pytest.mark.parametrize("pieces", [[""], ["   "], ["..."], ["", "   ", "...", "\n\n", "😊"], []])
-def test_empty_pieces_give_no_audio_and_no_error(executor, pieces):
+def test_empty_pieces_give_no_audio_and_no_error(tts_executor, pieces):
     synth = FakeSynth()
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor)
         for piece in pieces:
             stream.push_text(piece)
         stream.end_input()
@@ -151,13 +145,13 @@ def test_empty_pieces_give_no_audio_and_no_error(executor, pieces):
     assert stream.done
 
 
-def test_long_unpunctuated_text_reaches_the_engine_whole_in_pieces_under_the_limit(executor):
+def test_long_unpunctuated_text_reaches_the_engine_whole_in_pieces_under_the_limit(tts_executor):
     synth = FakeSynth()
     words = [f"word{i}" for i in range(60)]
     text = " ".join(words)
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(TTSConfig(max_chunk_chars=100)), executor, normalize=lambda s: s)
+        stream = TTSStream(synth, ClauseChunker(TTSConfig(max_chunk_chars=100)), tts_executor, normalize=lambda s: s)
         for i in range(0, len(text), 9):
             stream.push_text(text[i : i + 9])
         stream.end_input()
@@ -168,14 +162,14 @@ def test_long_unpunctuated_text_reaches_the_engine_whole_in_pieces_under_the_lim
     assert " ".join(synth.texts).split() == words
 
 
-def test_cancel_stops_at_once_and_a_new_stream_works(executor):
+def test_cancel_stops_at_once_and_a_new_stream_works(tts_executor):
     synth = FakeSynth()
     synth.gate = threading.Event()
     sentences = " ".join(f"This is sentence number {i}." for i in range(20))
 
     async def main():
         chunker = ClauseChunker()
-        stream = TTSStream(synth, chunker, executor)
+        stream = TTSStream(synth, chunker, tts_executor)
         stream.push_text(sentences)  # 20 chunks queued, engine held at the gate
         synth.gate.set()
         first = await asyncio.wait_for(stream.__anext__(), 5.0)
@@ -186,7 +180,7 @@ def test_cancel_stops_at_once_and_a_new_stream_works(executor):
         stream.end_input()  # no-op after cancel
         made_at_cancel = synth.arrays_made
         # "Stop a long reply after 1 s, then ask again": the next reply plays.
-        again = TTSStream(synth, chunker, executor)
+        again = TTSStream(synth, chunker, tts_executor)
         again.push_text("A new answer.")
         again.end_input()
         frames = await asyncio.wait_for(collect(again), 5.0)
@@ -199,11 +193,11 @@ def test_cancel_stops_at_once_and_a_new_stream_works(executor):
     assert len(frames) == 1 and synth.texts[-1] == "A new answer."
 
 
-def test_cancel_before_any_audio_drops_everything(executor):
+def test_cancel_before_any_audio_drops_everything(tts_executor):
     synth = FakeSynth()
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor)
         stream.push_text("One sentence here. Another one there. ")
         stream.end_input()
         stream.cancel()
@@ -212,18 +206,18 @@ def test_cancel_before_any_audio_drops_everything(executor):
     assert asyncio.run(main()) == []
 
 
-def test_engine_error_reaches_the_consumer_and_the_next_stream_works(executor):
+def test_engine_error_reaches_the_consumer_and_the_next_stream_works(tts_executor):
     synth = FakeSynth(fail_on="boom")
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor)
         stream.push_text("Fine first. Then boom. Never said.")
         stream.end_input()
         got = []
         with pytest.raises(RuntimeError, match="engine exploded"):
             async for frame in stream:
                 got.append(frame)
-        again = TTSStream(synth, ClauseChunker(), executor)
+        again = TTSStream(synth, ClauseChunker(), tts_executor)
         again.push_text("Works again.")
         again.end_input()
         return got, await asyncio.wait_for(collect(again), 5.0)
@@ -232,9 +226,9 @@ def test_engine_error_reaches_the_consumer_and_the_next_stream_works(executor):
     assert len(got) == 1 and len(again) == 1
 
 
-def test_push_after_end_input_is_an_error(executor):
+def test_push_after_end_input_is_an_error(tts_executor):
     async def main():
-        stream = TTSStream(FakeSynth(), ClauseChunker(), executor)
+        stream = TTSStream(FakeSynth(), ClauseChunker(), tts_executor)
         stream.end_input()
         stream.end_input()  # idempotent
         with pytest.raises(RuntimeError, match="end_input"):
@@ -244,9 +238,9 @@ def test_push_after_end_input_is_an_error(executor):
     assert asyncio.run(main()) == []
 
 
-def test_frames_of_a_fixed_duration(executor):
+def test_frames_of_a_fixed_duration(tts_executor):
     async def main():
-        stream = TTSStream(FakeSynth(), ClauseChunker(), executor, frame_s=0.02)
+        stream = TTSStream(FakeSynth(), ClauseChunker(), tts_executor, frame_s=0.02)
         stream.push_text("Twenty characters ok.")
         stream.end_input()
         return await collect(stream)
@@ -256,13 +250,13 @@ def test_frames_of_a_fixed_duration(executor):
     assert sum(f.num_samples for f in frames) == int(0.01 * RATE * len("Twenty characters ok."))
 
 
-def test_engine_output_with_nan_is_an_error(executor):
+def test_engine_output_with_nan_is_an_error(tts_executor):
     class NaNSynth(FakeSynth):
         def synthesize(self, text):
             yield np.array([0.0, np.nan], dtype=np.float32)
 
     async def main():
-        stream = TTSStream(NaNSynth(), ClauseChunker(), executor)
+        stream = TTSStream(NaNSynth(), ClauseChunker(), tts_executor)
         stream.push_text("Hi.")
         stream.end_input()
         await collect(stream)
@@ -335,11 +329,11 @@ def test_espeak_synthesises_float32_audio():
 
 
 @needs_espeak
-def test_espeak_numbers_streamed_back_to_back_have_no_headers_or_clicks(executor):
+def test_espeak_numbers_streamed_back_to_back_have_no_headers_or_clicks(tts_executor):
     synth = load_synthesizer(TTSConfig(engine="espeak"), ThreadPlan())
 
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor)
         for piece in "1\n\n2\n\n3\n\n":
             stream.push_text(piece)
         stream.end_input()
@@ -355,12 +349,7 @@ def test_espeak_numbers_streamed_back_to_back_have_no_headers_or_clicks(executor
 
 @pytest.fixture(scope="module")
 def piper_joe():
-    from headstart.models import ModelNotPreparedError
-
-    try:
-        return load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1))
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    return prepared(lambda: load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1)))
 
 
 def _words(text: str) -> list[str]:
@@ -386,11 +375,11 @@ def test_piper_joe_speaks_words_whisper_can_hear(piper_joe):
 
 
 @pytest.mark.slow
-def test_piper_joe_stream_back_to_back_is_clean_and_empty_text_is_silent(piper_joe, executor):
+def test_piper_joe_stream_back_to_back_is_clean_and_empty_text_is_silent(piper_joe, tts_executor):
     assert list(piper_joe.synthesize("")) == [] and list(piper_joe.synthesize("  ...  ")) == []
 
     async def main():
-        stream = TTSStream(piper_joe, ClauseChunker(), executor)
+        stream = TTSStream(piper_joe, ClauseChunker(), tts_executor)
         for piece in "1\n\n2\n\n3\n\n":
             stream.push_text(piece)
         stream.end_input()

@@ -21,7 +21,7 @@ from headstart.tts.base import EngineNotAvailableError, Synthesizer, TTSError
 from headstart.tts.chunker import ClauseChunker
 from headstart.tts.coqui import CoquiSynthesizer, default_coqui_python
 from headstart.tts.engines import load_synthesizer
-from headstart.tts.stream import TTSStream, make_tts_executor
+from headstart.tts.stream import TTSStream
 
 
 def _coqui_python():
@@ -54,13 +54,6 @@ def vits(tiny_vits):
     synth = load_synthesizer(config, ThreadPlan(tts_threads=1))
     yield synth
     synth.close()
-
-
-@pytest.fixture
-def executor():
-    ex = make_tts_executor()
-    yield ex
-    ex.shutdown(wait=True)
 
 
 def _check_audio(arrays, rate):
@@ -117,9 +110,9 @@ def test_vits_odd_input_does_not_crash_the_worker(vits, text):
     assert list(vits.synthesize("Still here."))  # ... and the worker lives on
 
 
-def test_vits_streams_through_tts_stream_resampled(vits, executor):
+def test_vits_streams_through_tts_stream_resampled(vits, tts_executor):
     async def main():
-        stream = TTSStream(vits, ClauseChunker(), executor, output_rate_hz=24_000, frame_s=0.05)
+        stream = TTSStream(vits, ClauseChunker(), tts_executor, output_rate_hz=24_000, frame_s=0.05)
         for piece in ["Good morning, my friend. ", "The sun is up. ", "Let us go."]:
             stream.push_text(piece)
         stream.end_input()

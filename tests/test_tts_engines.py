@@ -14,16 +14,10 @@ from headstart.tts.base import Synthesizer, TTSError
 from headstart.tts.chunker import ClauseChunker
 from headstart.tts.engines import check_engine, load_synthesizer
 from headstart.tts.normalize import normalize_text
-from headstart.tts.stream import TTSStream, make_tts_executor
+from headstart.tts.stream import TTSStream
+from tests.prepared import prepared
 
 ODD_INPUTS = ["ｘｙｚ", "🙂🙂", "qwrtp zzkx", "1234567890123456789012345678901234567890", "3.14159265358979323846"]
-
-
-@pytest.fixture
-def executor():
-    ex = make_tts_executor()
-    yield ex
-    ex.shutdown(wait=True)
 
 
 def _hibari_available() -> bool:
@@ -88,12 +82,9 @@ def test_hibari_whisper_hears_it():
     from faster_whisper import WhisperModel
 
     from headstart.audio import resample
-    from headstart.models import ModelNotPreparedError, resolve_model
+    from headstart.models import resolve_model
 
-    try:
-        whisper_path = resolve_model("whisper-tiny.en")
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    whisper_path = prepared(lambda: resolve_model("whisper-tiny.en"))
     synth = load_synthesizer(TTSConfig(engine="hibari"), ThreadPlan())
     text = "The quick brown fox jumps over the lazy dog near the river bank."
     audio = np.concatenate(list(synth.synthesize(text)))
@@ -133,9 +124,9 @@ async def _collect(stream):
     return [frame async for frame in stream]
 
 
-def _run_stream(synth, executor, pieces, **kwargs):
+def _run_stream(synth, tts_executor, pieces, **kwargs):
     async def main():
-        stream = TTSStream(synth, ClauseChunker(), executor, **kwargs)
+        stream = TTSStream(synth, ClauseChunker(), tts_executor, **kwargs)
         for piece in pieces:
             stream.push_text(piece)
         stream.end_input()
@@ -146,10 +137,10 @@ def _run_stream(synth, executor, pieces, **kwargs):
 
 @needs_espeak
 @pytest.mark.parametrize("rate", [16_000, 48_000])
-def test_output_is_resampled_with_clean_joins(espeak, executor, rate):
+def test_output_is_resampled_with_clean_joins(espeak, tts_executor, rate):
     pieces = ["One, two and three. ", "Four is next. ", "Then five."]
-    native, _ = _run_stream(espeak, executor, pieces)
-    frames, stream = _run_stream(espeak, executor, pieces, output_rate_hz=rate, frame_s=0.02)
+    native, _ = _run_stream(espeak, tts_executor, pieces)
+    frames, stream = _run_stream(espeak, tts_executor, pieces, output_rate_hz=rate, frame_s=0.02)
     assert stream.sample_rate == rate and stream.engine_rate_hz == 22_050
     assert all(f.sample_rate == rate for f in frames)
     # Frames hold at most 20 ms; the total duration matches the native stream's (filter tail flushed).
@@ -168,7 +159,7 @@ def test_output_is_resampled_with_clean_joins(espeak, executor, rate):
     assert abs(sum(t.audio_s for t in stream.timings) - out_s) < 1e-6
 
 
-def test_output_rate_must_be_positive(executor):
+def test_output_rate_must_be_positive(tts_executor):
     class Silent:
         sample_rate = 8_000
         name = "silent"
@@ -181,10 +172,10 @@ def test_output_rate_must_be_positive(executor):
 
     for bad in (0, -16_000, 16_000.5):
         with pytest.raises(ValueError, match="output_rate_hz"):
-            TTSStream(Silent(), ClauseChunker(), executor, output_rate_hz=bad)
+            TTSStream(Silent(), ClauseChunker(), tts_executor, output_rate_hz=bad)
 
 
-def test_resampling_keeps_a_chunk_continuous_across_engine_arrays(executor):
+def test_resampling_keeps_a_chunk_continuous_across_engine_arrays(tts_executor):
     """A 440 Hz tone that an engine hands over in ragged pieces (as XTTS streams) comes out as one
     smooth tone at the new rate: the filter state carries across arrays inside a chunk."""
     rate_in, rate_out = 24_000, 16_000
@@ -202,7 +193,7 @@ def test_resampling_keeps_a_chunk_continuous_across_engine_arrays(executor):
         def warm_up(self):
             pass
 
-    frames, stream = _run_stream(Pieces(), executor, ["Tone please."], output_rate_hz=rate_out)
+    frames, stream = _run_stream(Pieces(), tts_executor, ["Tone please."], output_rate_hz=rate_out)
     out = np.concatenate([f.samples for f in frames])
     assert abs(out.shape[0] - rate_out) <= 2
     expected = 0.5 * np.sin(2 * np.pi * 440 * np.arange(out.shape[0]) / rate_out)
@@ -258,13 +249,10 @@ def test_piper_round_trip_through_whisper_has_low_wer():
     from faster_whisper import WhisperModel
 
     from headstart.audio import resample
-    from headstart.models import ModelNotPreparedError, resolve_model
+    from headstart.models import resolve_model
 
-    try:
-        synth = load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1))
-        whisper_path = resolve_model("whisper-tiny.en")
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    synth = prepared(lambda: load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1)))
+    whisper_path = prepared(lambda: resolve_model("whisper-tiny.en"))
     model = WhisperModel(str(whisper_path), device="cpu", compute_type="int8", cpu_threads=1)
     said, heard = [], []
     for text in ROUND_TRIP_TEXTS:

@@ -14,6 +14,7 @@ from headstart.config import ThreadPlan, TTSConfig
 from headstart.tts.chunker import ClauseChunker
 from headstart.tts.engines import load_synthesizer
 from headstart.tts.stream import TTSStream, make_tts_executor
+from tests.prepared import prepared
 
 # (reply, its first chunk under the default policy): a one-word opener, a two-word one, a word cut
 REPLIES = [
@@ -47,13 +48,10 @@ def test_short_first_chunk_then_the_rest_is_heard_right_and_joins_without_clicks
     import jiwer
     from faster_whisper import WhisperModel
 
-    from headstart.models import ModelNotPreparedError, resolve_model
+    from headstart.models import resolve_model
 
-    try:
-        synth = load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1))
-        whisper_path = resolve_model("whisper-tiny.en")
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    synth = prepared(lambda: load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1)))
+    whisper_path = prepared(lambda: resolve_model("whisper-tiny.en"))
     model = WhisperModel(str(whisper_path), device="cpu", compute_type="int8", cpu_threads=1)
     said, heard = [], []
     for text, first in REPLIES:

@@ -13,6 +13,7 @@ import pytest
 from headstart.config import ASRConfig, ThreadPlan, TTSConfig
 from headstart.tts.chunker import ClauseChunker
 from headstart.tts.normalize import normalize_text
+from tests.prepared import prepared
 
 
 @pytest.mark.parametrize(
@@ -90,15 +91,11 @@ def test_the_first_chunk_does_not_split_a_name(text, first, step):
 
 @pytest.fixture(scope="module")
 def piper_and_whisper():
-    from headstart.models import ModelNotPreparedError
     from headstart.tts.engines import load_synthesizer
     from headstart.voice.asr import WhisperASR
 
-    try:
-        synth = load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1))
-        asr = WhisperASR.load(ASRConfig(encoder_window_s=None), cpu_threads=1)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    synth = prepared(lambda: load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1)))
+    asr = prepared(lambda: WhisperASR.load(ASRConfig(encoder_window_s=None), cpu_threads=1))
     return synth, asr
 
 

@@ -3,28 +3,15 @@ noise at fixed scale, bad input."""
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from headstart.audio import AudioError, pcm16_to_float32, read_wav
+from headstart.audio import AudioError, pcm16_to_float32
 from headstart.config import VADConfig
 from headstart.events import SpeechEnded, SpeechStarted
 from headstart.voice.vad import SileroVAD, SpeechHysteresis, WebRTCVAD, create_vad
 
-SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
-if not (SPEECH_DIR / "transcripts.tsv").is_file():
-    SPEECH_DIR = Path("/work/shared/speech")
-
-
-@pytest.fixture(scope="module")
-def sentence() -> np.ndarray:
-    """'he was not an ill disposed young man' (LibriVox, 2.99 s, 16 kHz)."""
-    path = SPEECH_DIR / "pocketsphinx_librivox" / "librivox-0880.wav"
-    if not path.is_file():
-        pytest.skip(f"speech recording not found: {path}")
-    return read_wav(path)
 
 
 @pytest.fixture(scope="module")

@@ -4,30 +4,23 @@ client's silence) starts on time, its first word heard. Real Silero, real record
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from headstart.audio import read_wav
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import FinalTranscript, SpeechStarted
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.listener import Listener, make_asr_executor
 from headstart.voice.vad import SileroVAD
 from listener_driver import run_listener
+from tests.prepared import prepared, speech
 
-SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
-if not (SPEECH_DIR / "transcripts.tsv").is_file():
-    SPEECH_DIR = Path("/work/shared/speech")
 SR = 16000
 
 
 def prompt(name: str) -> np.ndarray:
-    path = SPEECH_DIR / "asterisk_allison_16k" / f"{name}.wav"
-    if not path.is_file():
-        pytest.skip(f"speech recording not found: {path}")
-    return read_wav(path)
+    return speech(f"asterisk_allison_16k/{name}.wav")
 
 
 def first_start_s(vad: SileroVAD, audio: np.ndarray, frame: int = 320) -> float:
@@ -71,13 +64,9 @@ def test_a_zero_window_inside_speech_does_not_end_it():
 def test_the_first_words_after_40_s_of_exact_zeros_are_transcribed():
     """A turn, 40 s of exact zeros, a second turn "Press one to listen to ...": its final transcript
     starts with "Press" (the issue: "Press 1" missing from the second turn in 2 of 3 runs)."""
-    from headstart.models import ModelNotPreparedError
     from headstart.voice.asr import WhisperASR
 
-    try:
-        asr = WhisperASR.load(ASRConfig(), cpu_threads=1)
-    except ModelNotPreparedError as exc:
-        pytest.skip(str(exc))
+    asr = prepared(lambda: WhisperASR.load(ASRConfig(), cpu_threads=1))
     audio = np.concatenate([prompt("conf-full"), np.zeros(40 * SR, np.float32), prompt("vm-onefor-full"),
                             np.zeros(SR, np.float32)])
     executor = make_asr_executor()

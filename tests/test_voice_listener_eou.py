@@ -12,26 +12,15 @@ from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded
 from headstart.voice.asr import Transcription
 from headstart.voice.endpoint import Endpointer
-from headstart.voice.listener import Listener, make_asr_executor
+from headstart.voice.listener import Listener
 from headstart.voice.vad import SileroVAD
 from headstart.voice.words import Word, join_words
-from tests.test_listener import SR, EnergyASR, check_turn_shape, kinds, recording, run_listener, silence, to_int16
+from tests.prepared import speech
+from tests.test_listener import SR, EnergyASR, check_turn_shape, kinds, run_listener, silence, to_int16
 
 
-@pytest.fixture(scope="module")
-def sentence() -> np.ndarray:
-    return recording("pocketsphinx_librivox/librivox-0880.wav")  # "he was not an ill disposed young man"
-
-
-@pytest.fixture
-def executor():
-    ex = make_asr_executor()
-    yield ex
-    ex.shutdown(wait=True)
-
-
-def listener(asr, executor, scorer=None, endpoint=EndpointConfig(), asr_config=ASRConfig()) -> Listener:
-    return Listener(SileroVAD(VADConfig()), asr, Endpointer(endpoint), asr_config, executor, eou_scorer=scorer)
+def listener(asr, asr_executor, scorer=None, endpoint=EndpointConfig(), asr_config=ASRConfig()) -> Listener:
+    return Listener(SileroVAD(VADConfig()), asr, Endpointer(endpoint), asr_config, asr_executor, eou_scorer=scorer)
 
 
 def split_at_middle(audio: np.ndarray, pause_s: float, kind: str) -> tuple[np.ndarray, float]:
@@ -61,28 +50,28 @@ class WordCountScorer:
 
 @pytest.mark.parametrize("kind", ["noise", "zero"])
 @pytest.mark.parametrize("pause_s", [0.6, 1.5])
-def test_mid_sentence_pause_is_not_a_cut_off_with_semantic_endpointing(sentence, executor, kind, pause_s):
+def test_mid_sentence_pause_is_not_a_cut_off_with_semantic_endpointing(sentence, asr_executor, kind, pause_s):
     """issue 5: utterances split by a 0.6-1.5 s pause mid-sentence are not ended at the pause when
     semantic endpointing is on; with silence endpointing alone (0.5 s) the same input is cut."""
     audio, pause_end_s = split_at_middle(sentence, pause_s, kind)
     words = len(join_words(EnergyASR().transcribe(sentence).words).split())
     scorer = WordCountScorer(words)
-    events = asyncio.run(run_listener(listener(EnergyASR(), executor, scorer), audio))
+    events = asyncio.run(run_listener(listener(EnergyASR(), asr_executor, scorer), audio))
     check_turn_shape(events)
     turns = [e for e in events if isinstance(e, EndOfTurn)]
     assert len(turns) == 1 and turns[0].audio_s > pause_end_s, kinds(events)
     assert turns[0].eou_probability == 0.9
     assert scorer.texts  # the partials and the final were scored
-    events = asyncio.run(run_listener(listener(EnergyASR(), executor), audio))
+    events = asyncio.run(run_listener(listener(EnergyASR(), asr_executor), audio))
     cut = [e for e in events if isinstance(e, EndOfTurn) and e.audio_s < pause_end_s]
     assert cut, "without the semantic signal a 0.5 s silence ends the turn at the pause"
 
 
-def test_complete_sentence_ends_sooner_than_with_fixed_silence(sentence, executor):
+def test_complete_sentence_ends_sooner_than_with_fixed_silence(sentence, asr_executor):
     audio = np.concatenate([sentence, silence(3.0)])
     words = len(join_words(EnergyASR().transcribe(sentence).words).split())
-    semantic = asyncio.run(run_listener(listener(EnergyASR(), executor, WordCountScorer(words)), audio))
-    fixed = asyncio.run(run_listener(listener(EnergyASR(), executor), audio))
+    semantic = asyncio.run(run_listener(listener(EnergyASR(), asr_executor, WordCountScorer(words)), audio))
+    fixed = asyncio.run(run_listener(listener(EnergyASR(), asr_executor), audio))
     t_sem = [e.audio_s for e in semantic if isinstance(e, EndOfTurn)]
     t_fix = [e.audio_s for e in fixed if isinstance(e, EndOfTurn)]
     assert len(t_sem) == len(t_fix) == 1
@@ -90,9 +79,9 @@ def test_complete_sentence_ends_sooner_than_with_fixed_silence(sentence, executo
     assert t_sem[0] <= t_fix[0] - 0.25
 
 
-def test_set_eou_probability_from_outside(sentence, executor):
+def test_set_eou_probability_from_outside(sentence, asr_executor):
     async def main():
-        lis = listener(EnergyASR(), executor)
+        lis = listener(EnergyASR(), asr_executor)
         lis.set_eou_probability(0.9)  # no turn open: ignored
         events = []
 
@@ -120,12 +109,12 @@ def test_set_eou_probability_from_outside(sentence, executor):
     assert turns[0].eou_probability == pytest.approx(1e-9)
 
 
-def test_scorer_failure_reaches_the_consumer(sentence, executor):
+def test_scorer_failure_reaches_the_consumer(sentence, asr_executor):
     async def bad(text):
         raise RuntimeError("llm exploded")
 
     with pytest.raises(RuntimeError, match="failed"):
-        asyncio.run(run_listener(listener(EnergyASR(), executor, bad), np.concatenate([sentence, silence(1.0)])))
+        asyncio.run(run_listener(listener(EnergyASR(), asr_executor, bad), np.concatenate([sentence, silence(1.0)])))
 
 
 class SentenceASR(EnergyASR):
@@ -144,15 +133,15 @@ class SentenceASR(EnergyASR):
         return Transcription(words, join_words(words), 0.0, -0.1, t.audio_s)
 
 
-def test_long_utterance_buffer_is_trimmed_at_sentence_ends_and_cost_stays_flat(executor):
+def test_long_utterance_buffer_is_trimmed_at_sentence_ends_and_cost_stays_flat(asr_executor):
     """issue 5: a long input (several real recordings back to back, no pause long enough to end the
     turn) keeps each pass' audio bounded; committed text becomes the prompt; no word twice."""
     names = ["pocketsphinx_librivox/librivox-0870.wav", "pocketsphinx_librivox/librivox-0890.wav",
              "pocketsphinx_librivox/librivox-0920.wav", "pocketsphinx_librivox/librivox-0880.wav"]
-    audio = np.concatenate([recording(n) for n in names] * 2 + [silence(2.0)])
+    audio = np.concatenate([speech(n) for n in names] * 2 + [silence(2.0)])
     assert audio.shape[0] / SR > 35
     asr = SentenceASR()
-    lis = listener(asr, executor, endpoint=EndpointConfig(silence_s=2.0, max_turn_s=120.0),
+    lis = listener(asr, asr_executor, endpoint=EndpointConfig(silence_s=2.0, max_turn_s=120.0),
                    asr_config=ASRConfig(trim_after_s=6.0))
     events = asyncio.run(run_listener(lis, audio))
     finals = [e for e in events if isinstance(e, FinalTranscript)]
@@ -169,16 +158,16 @@ def test_long_utterance_buffer_is_trimmed_at_sentence_ends_and_cost_stays_flat(e
 
 
 @pytest.mark.parametrize("frame_ms", [10, 25, 30, 45])
-def test_frame_sizes_named_by_the_issue(sentence, executor, frame_ms):
+def test_frame_sizes_named_by_the_issue(sentence, asr_executor, frame_ms):
     audio = np.concatenate([sentence, silence(1.0)])
-    events = asyncio.run(run_listener(listener(EnergyASR(), executor), audio, frame_s=frame_ms / 1000, convert=to_int16))
+    events = asyncio.run(run_listener(listener(EnergyASR(), asr_executor), audio, frame_s=frame_ms / 1000, convert=to_int16))
     check_turn_shape(events)
     assert kinds(events).count("EndOfTurn") == 1
     final = [e for e in events if isinstance(e, FinalTranscript)][0]
     assert len(final.text.split()) >= 8
 
 
-def test_wordless_speech_after_words_ends_the_turn(sentence, executor):
+def test_wordless_speech_after_words_ends_the_turn(sentence, asr_executor):
     """cases.md: speech, then loud hum the VAD calls speech but the recogniser finds no word in:
     the turn ends max_wordless_s after the last word, not at max_turn_s."""
 
@@ -191,7 +180,7 @@ def test_wordless_speech_after_words_ends_the_turn(sentence, executor):
     hum = (0.3 * np.sin(2 * np.pi * 150 * np.arange(8 * SR) / SR) * (1 + 0.5 * np.sin(2 * np.pi * 4 * np.arange(8 * SR) / SR))).astype(np.float32)
     audio = np.concatenate([sentence, sentence[: int(0.3 * SR)] * 0, sentence, hum, silence(1.0)])
     # the second sentence and the hum are "speech" without words after 2.8 s
-    events = asyncio.run(run_listener(listener(WordsUntil(), executor, endpoint=EndpointConfig(max_turn_s=60.0)), audio))
+    events = asyncio.run(run_listener(listener(WordsUntil(), asr_executor, endpoint=EndpointConfig(max_turn_s=60.0)), audio))
     assert kinds(events)[:1] == ["SpeechStarted"]
     # later wordless "speech" may open an utterance that ends with an empty final and no end of turn
     assert all(not e.text for e in events[kinds(events).index("EndOfTurn"):] if isinstance(e, FinalTranscript))

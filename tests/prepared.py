@@ -1,0 +1,63 @@
+"""The real models and recordings the tests use, or a skip that says how to get them.
+
+`make test` prepares every model the tests load (`make models-test`), so there none of these skips; on
+a machine without a model a test skips with `ModelNotPreparedError`'s message, which names the
+`headstart models prepare NAME` command. One copy of that rule for every test file (issue 17).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import TypeVar
+
+import numpy as np
+import pytest
+
+from headstart.config import ASRConfig, LLMConfig, ThreadPlan
+
+T = TypeVar("T")
+
+SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
+
+
+def prepared(load: Callable[[], T]) -> T:
+    """`load()`, or skip the test when a model it needs is not prepared (the message says how)."""
+    from headstart.models import ModelNotPreparedError
+
+    try:
+        return load()
+    except ModelNotPreparedError as exc:
+        pytest.skip(str(exc))
+
+
+def model_path(name: str) -> Path:
+    """The local folder of model preset `name` (`headstart.models.resolve_model`)."""
+    from headstart.models import resolve_model
+
+    return prepared(lambda: resolve_model(name))
+
+
+def llm_engine(config: LLMConfig, threads: ThreadPlan | None = None):
+    """An `LLMEngine` loaded from `config` (`LLMEngine.from_config`)."""
+    from headstart.llm.engine import LLMEngine
+
+    return prepared(lambda: LLMEngine.from_config(config, threads or ThreadPlan()))
+
+
+def whisper(config: ASRConfig | None = None, cpu_threads: int = 1):
+    """A `WhisperASR` loaded from `config` (default: the default ASRConfig)."""
+    from headstart.voice.asr import WhisperASR
+
+    return prepared(lambda: WhisperASR.load(config or ASRConfig(), cpu_threads=cpu_threads))
+
+
+def speech(name: str) -> np.ndarray:
+    """A bench recording under headstart/bench/data/speech/ (`name`: its relative path), float32 at
+    16 kHz; skips when the file is missing."""
+    from headstart.audio import read_wav
+
+    path = SPEECH_DIR / name
+    if not path.is_file():
+        pytest.skip(f"speech recording not found: {path}")
+    return read_wav(path)
