@@ -55,7 +55,7 @@ status=0
 echo "== 1/2 the LLM core's CUDA unit tests" | tee -a "$LOG"
 if "$PY" -c 'import pytest' >/dev/null 2>&1; then
   # shellcheck disable=SC2086  # GPU_CHECK_TESTS is a list of words on purpose
-  "$PY" -m pytest -q -rs -p no:cacheprovider ${GPU_CHECK_TESTS:-tests/test_llm_device.py tests/test_llm_speculative.py -k cuda} 2>&1 | tee -a "$LOG"
+  "$PY" -m pytest -q -rs -p no:cacheprovider ${GPU_CHECK_TESTS:-tests/test_llm_device.py tests/test_llm_speculative.py tests/test_bench_stages.py -k cuda} 2>&1 | tee -a "$LOG"
   rc=${PIPESTATUS[0]}
   [ "$rc" -eq 0 ] || { echo "gpu_check: the unit tests failed (pytest exit $rc)" | tee -a "$LOG"; status=1; }
 else

@@ -467,7 +467,8 @@ def print_report(result: Mapping[str, Any]) -> None:
     for preset, r in result["presets"].items():
         cells = "".join(f"{_ms(s['min'])} / {_ms(s['median'])}".rjust(18) for s in r["stages_ms"].values())
         print(f"{preset:<20}{r['precision']:<14}{r['params'] / 1e6:>7.0f}M{cells}")
-    print("\nverify k tokens / one decode step (medians; speculation pays while accepted tokens per step exceed it):")
+    print("\nverify k tokens / one decode step (medians; a verify step yields its accepted tokens + 1, so "
+          "speculation pays while that exceeds the ratio, drafting cost aside):")
     for preset, r in result["presets"].items():
         s = r["stages_ms"]
         ratios = ", ".join(f"k={n.split('_')[1]}: {s[n]['median'] / s['decode']['median']:.2f}x"

@@ -125,8 +125,8 @@ class KVCache:
         """Drop every position, on every layer type. RuntimeError if some layer still holds one."""
         import torch
 
-        # Before transformers 5.2x, `reset` zeroes the tensors in place (refused, outside inference mode,
-        # for those the model wrote under it) and keeps their positions: drop what it left.
+        # On transformers 5.17 (not 5.24) `reset` zeroes the tensors in place (refused, outside inference
+        # mode, for those the model wrote under it) and keeps their positions: drop what it left.
         with torch.inference_mode():
             self.raw.reset()
         for layer in getattr(self.raw, "layers", ()):
