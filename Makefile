@@ -18,7 +18,7 @@ COQUI_STAMP := $(COQUI_VENV)/.coqui-installed
 COQUI_REQS := headstart/tts/coqui-requirements.txt
 
 # llama-cpp-python's OpenAI-compatible server: the existing serving engine that the remote-LLM and
-# scale tests start (tests/test_remote_llm.py, tests/test_scale.py; docs/remote.md). pip compiles
+# scale tests start (tests/test_llm_remote.py, tests/test_scale.py; docs/remote.md). pip compiles
 # llama.cpp from source (61 min with the multimodal library on 2 cores shared with four other jobs; 8 min
 # on 2 quiet cores without it, measured with cmake on the sdist), once: the wheel is kept in
 # $(WHEEL_CACHE) and reused (without the multimodal mtmd library, which the text-only server never loads:

@@ -15,7 +15,7 @@ from headstart.events import EndOfTurn, SpeechStarted
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.listener import Listener
 from headstart.voice.vad import SileroVAD
-from tests.test_listener import SR, EnergyASR, check_turn_shape, kinds, run_listener, silence
+from tests.test_voice_listener import SR, EnergyASR, check_turn_shape, kinds, run_listener, silence
 from tests.test_voice_listener_eou import split_at_middle
 
 THRESHOLDS = {"eou_low": 0.805, "eou_high": 0.825}  # the trained qwen head's own pair

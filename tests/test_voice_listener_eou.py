@@ -16,7 +16,7 @@ from headstart.voice.listener import Listener
 from headstart.voice.vad import SileroVAD
 from headstart.voice.words import Word, join_words
 from tests.prepared import speech
-from tests.test_listener import SR, EnergyASR, check_turn_shape, kinds, run_listener, silence, to_int16
+from tests.test_voice_listener import SR, EnergyASR, check_turn_shape, kinds, run_listener, silence, to_int16
 
 
 def listener(asr, asr_executor, scorer=None, endpoint=EndpointConfig(), asr_config=ASRConfig()) -> Listener:

@@ -1,6 +1,6 @@
 """The remote LLM backend's policy with a fake HTTP transport (no engine): address parsing, retries
 with backoff for the first token only, timeouts, cancellation, errors. The real engine is in
-tests/test_remote_llm.py."""
+tests/test_llm_remote.py."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ from headstart.config import ASRConfig, EndpointConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded
 from headstart.voice.endpoint import Endpointer, required_silence_s
 from headstart.events import SpeechStarted
-from tests.test_listener import EnergyASR, check_turn_shape, run_listener, silence
+from tests.test_voice_listener import EnergyASR, check_turn_shape, run_listener, silence
 from tests.test_voice_listener_eou import WordCountScorer, listener
 
 

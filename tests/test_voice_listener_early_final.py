@@ -12,7 +12,7 @@ import pytest
 from headstart.config import ASRConfig, EndpointConfig
 from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded
 from headstart.voice.endpoint import Endpointer, eou_thresholds, required_silence_s
-from tests.test_listener import EnergyASR, check_turn_shape, run_listener, silence
+from tests.test_voice_listener import EnergyASR, check_turn_shape, run_listener, silence
 from tests.test_voice_listener_eou import WordCountScorer, listener
 
 
