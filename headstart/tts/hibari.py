@@ -1,6 +1,7 @@
 """hibari-tts (PyPI `hibari-tts`, Apache-2.0): a 7.9 MB ONNX voice distilled from Kokoro-82M, 24 kHz.
 
-A low-latency option: ~12 ms per sentence on this CPU after a first-call warm-up. Only the voice inside
+A low-latency option once warmed up (its time to first audio next to the other engines: docs/speaking.md,
+`headstart bench tts`). Only the voice inside
 the wheel ("heart") or one already in hibari's cache is used: hibari would otherwise download other
 voices on first use, and headstart never downloads behind the user's back.
 """
