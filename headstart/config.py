@@ -50,7 +50,7 @@ class ASRConfig:
     beam_size: int = 1
     language: str | None = "en"
     # re-transcribe the growing utterance at most this often (None: the engine's, `ListeningDefaults` in
-    # voice/asr.py: 0.4 s whisper, 0.2 s Moonshine)
+    # voice/asr.py: 0.4 s whisper, 0.3 s Moonshine)
     min_new_audio_s: float | None = None
     # past this much buffered audio the partial interval grows in proportion to the buffer (for engines
     # whose pass cost grows with the audio; pauses still start a pass). None: the engine's (whisper: inf,

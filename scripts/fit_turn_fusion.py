@@ -38,11 +38,13 @@ def collect(args) -> list[dict]:
     from headstart.config import ASRConfig, LLMConfig, ThreadPlan
     from headstart.llm.engine import LLMEngine
     from headstart.llm.eou_head import EOUHead
-    from headstart.voice.asr import WhisperASR
+    from headstart.voice.asr_engines import has_word_timestamps, load_asr
     from headstart.voice.smart_turn import SmartTurn
 
-    asr = WhisperASR.load(ASRConfig(), cpu_threads=1)
+    asr = load_asr(ASRConfig(model=args.asr), cpu_threads=1)
     asr.warmup()
+    # the cut points come from whisper's word timestamps whatever the engine (as bench asr's pause set)
+    timer = asr if has_word_timestamps(asr) else load_asr(ASRConfig(model="whisper-tiny.en"), cpu_threads=1)
     turn = SmartTurn.load(threads=1)
     llm_config = LLMConfig(model=args.llm, dtype="float32")
     engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
@@ -59,7 +61,7 @@ def collect(args) -> list[dict]:
         samples = []  # (kind, audio before the pause, fill after it)
         end = int(round(rec.speech_end_s * SR))
         samples.append(("complete", audio[:end], np.concatenate([audio[end:], tail])))
-        words = asr.transcribe(audio).words
+        words = timer.transcribe(audio).words
         if len(rec.text.replace("...", " ").split()) >= 4 and len(words) >= 4:
             k = len(words) // 2
             cut = int(round((words[k - 1].end_s + words[k].start_s) / 2 * SR))
@@ -86,6 +88,7 @@ def collect(args) -> list[dict]:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--llm", default="qwen2.5-coder-0.5b")
+    parser.add_argument("--asr", default="whisper-tiny.en", help="the ASR whose text the head reads (preset or folder)")
     parser.add_argument("--after", type=float, nargs="+", default=[0.2, 0.5])
     parser.add_argument("--rows", default=None, help="read collected rows from this JSON instead of computing them")
     parser.add_argument("--out", default=None, help="write the collected rows here")

@@ -10,8 +10,12 @@ Events, in the order a consumer sees them for one utterance:
     SpeechStarted, PartialTranscript*, SpeechEnded, FinalTranscript, EndOfTurn
 
 * Partials re-transcribe the whole utterance so far, whenever the ASR worker is free and at least
-  `ASRConfig.min_new_audio_s` of new audio has come (audio time). At most one pass is ever in flight and
-  nothing queues up, so `push()` never waits for the ASR. `committed` text (LocalAgreement-n) only grows.
+  `ASRConfig.min_new_audio_s` of new audio has come (audio time), or, past `ASRConfig.partial_long_s`
+  of buffered audio, that interval times buffer / partial_long_s (an engine whose pass cost grows with
+  the audio keeps a bounded share of its core; the VAD's pauses start passes anyway). Settings left
+  None are the engine's (`asr.listening`, `headstart.voice.asr.ListeningDefaults`). At most one pass is
+  ever in flight and nothing queues up, so `push()` never waits for the ASR. `committed` text
+  (LocalAgreement-n) only grows.
 * Early final: once the VAD has heard `ASRConfig.early_final_s` of silence after speech (before its
   `min_silence_s` confirms the end), a pass starts if the ASR is free; a pass that heard the utterance
   up to its padded end minus `ASRConfig.final_slack_s` (the VAD's padding is non-speech) is its final.
@@ -67,6 +71,7 @@ from headstart.config import ASRConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
 from headstart.seams import Transcriber
 from headstart.voice.agreement import LocalAgreement, drop_loop_tail
+from headstart.voice.asr import ListeningDefaults
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.vad import VAD
 from headstart.voice.words import join_words
@@ -168,20 +173,29 @@ class Listener:
         eou_scorer: EOUScorer | None = None,
         acoustic_scorer: AcousticScorer | None = None,
     ) -> None:
-        if config.min_new_audio_s < 0:
-            raise ValueError(f"ASRConfig.min_new_audio_s must be >= 0, got {config.min_new_audio_s}")
+        # settings left None are the engine's (its `listening`; whisper's for an engine without one)
+        engine = getattr(asr, "listening", None) or ListeningDefaults()
+        interval_s = engine.partial_interval_s if config.min_new_audio_s is None else config.min_new_audio_s
+        long_s = engine.partial_long_s if config.partial_long_s is None else config.partial_long_s
+        slack_s = engine.final_slack_s if config.final_slack_s is None else config.final_slack_s
+        self._redecode = engine.final_redecode if config.final_redecode is None else bool(config.final_redecode)
+        if not interval_s >= 0:
+            raise ValueError(f"ASRConfig.min_new_audio_s must be >= 0, got {interval_s}")
+        if not long_s > 0:
+            raise ValueError(f"ASRConfig.partial_long_s must be > 0 (inf: never), got {long_s}")
         if config.early_final_s is not None and not config.early_final_s > 0:
             raise ValueError(f"ASRConfig.early_final_s must be > 0 or None, got {config.early_final_s}")
-        if not config.final_slack_s >= 0:
-            raise ValueError(f"ASRConfig.final_slack_s must be >= 0, got {config.final_slack_s}")
+        if not slack_s >= 0:
+            raise ValueError(f"ASRConfig.final_slack_s must be >= 0, got {slack_s}")
         self._vad = vad
         self._asr = asr
         self._endpointer = endpointer
         self._config = config
         self._executor = executor
-        self._min_new = int(round(config.min_new_audio_s * SAMPLE_RATE_HZ))
+        self._min_new = int(round(interval_s * SAMPLE_RATE_HZ))
+        self._long_s = float(long_s)
         self._early = None if config.early_final_s is None else int(round(config.early_final_s * SAMPLE_RATE_HZ))
-        self._slack = int(round(config.final_slack_s * SAMPLE_RATE_HZ))
+        self._slack = int(round(slack_s * SAMPLE_RATE_HZ))
         self._trim_after = int(round(config.trim_after_s * SAMPLE_RATE_HZ))
         self._eou_scorer = eou_scorer
         self._eou_task: asyncio.Task | None = None
@@ -421,10 +435,16 @@ class Listener:
             and not self._ended
             and (
                 self._speech_may_end(utterance)
-                or (self._audio.end - utterance.last_pass_end >= max(self._min_new, 1) and not self._silence_pending())
+                or (self._audio.end - utterance.last_pass_end >= self._partial_interval(utterance) and not self._silence_pending())
             )
         ):
             self._start(utterance, self._audio.end)
+
+    def _partial_interval(self, utterance: _Utterance) -> int:
+        """New audio (samples) the next cadence pass waits for: `min_new_audio_s`, growing in proportion to
+        the buffer past `partial_long_s` (a pass then costs more; the pauses' passes come anyway)."""
+        buffered_s = (self._audio.end - utterance.audio_start) / SAMPLE_RATE_HZ
+        return max(int(self._min_new * max(1.0, buffered_s / self._long_s)), 1)
 
     def _silence_pending(self) -> bool:
         """The VAD hears silence after speech, less than `early_final_s` of it: hold the cadence pass
@@ -630,7 +650,7 @@ class Listener:
     def _finalize(self, utterance: _Utterance) -> None:
         """The newest hypothesis covers the whole utterance: commit it and emit the FinalTranscript."""
         utterance.agreement.flush()
-        if self._config.final_redecode and utterance.newest_words:
+        if self._redecode and utterance.newest_words:
             utterance.final_text = join_words(utterance.newest_words)
         else:
             utterance.final_text = utterance.agreement.committed_text

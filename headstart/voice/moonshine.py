@@ -28,7 +28,7 @@ import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError
 from headstart.config import ASRConfig
-from headstart.voice.asr import Transcription, segment_drop_reason
+from headstart.voice.asr import ListeningDefaults, Transcription, segment_drop_reason
 from headstart.voice.words import Word, join_words, normalize_word
 
 ENCODER_FILE = "encoder_model.onnx"
@@ -149,6 +149,13 @@ class MoonshineASR:
         FileNotFoundError: a file of the model is missing.
         ValueError: cpu_threads < 1, or the files are not a Moonshine model (wrong inputs/outputs).
     """
+
+    # A pass costs ~30 ms per second of audio: frequent partials while the utterance is short, spaced out
+    # in proportion past 2 s (the VAD's pauses still start one). The final is a pass that heard 0.05 s past
+    # the VAD's last voiced window (Moonshine loses the last word on audio that stops at the speech end),
+    # and its own hypothesis (the partials' committed words came from shorter audio). The measurements
+    # behind each value: docs/listening.md ("Moonshine's partial cadence and final pass").
+    listening = ListeningDefaults(partial_interval_s=0.3, partial_long_s=2.0, final_slack_s=0.05, final_redecode=True)
 
     def __init__(self, model_path: str | Path, config: ASRConfig, cpu_threads: int) -> None:
         path = Path(model_path).expanduser()
