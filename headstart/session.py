@@ -19,24 +19,14 @@ the session's own voice coming back through a speaker starts no turn and no barg
 follows the history: the next prompt renders the heard text and the engine's prefill keeps only the
 longest common prefix of its cache and that prompt.
 
-The head start (headstart/preemption.py decides, this module executes): while the agent is silent,
-every partial of the user's turn feeds `LiveTurn.update` (incremental prefill, headstart/llm/live.py).
-When the policy says `Preempt(text)` the turn's reply to `text` starts as a *held* `Reply`: its
-tokens and events go to its outbox and its audio pump stops before the first frame, so the first clause
-is synthesised but nothing leaves. At the end of turn a `Release` (the final transcript is `text`)
-sends the outbox and the audio at once; any other outcome cancels it (LLM, TTS, task) and the reply is
-generated from the turn's LiveTurn as usual. Resumed speech, a changed text, no words, clear and
-reset drop it too. `TurnCompleted.timeline.extra` carries `preemptive` ("hit"/"miss"/"none") and the
-session's counters. Switches: `SessionConfig.head_start` (master), `.incremental_prefill`, `.preemptive`.
-
-The EOU signal (`SessionConfig.eou`, default "auto": `Components.eou_plan`) comes from the session's
-one `EOUService` (headstart/eou_service.py): estimated on the llm thread only while the user is silent,
-at the VAD's end of speech for the latest partial and when the listener asks, once per text and
-utterance. The probability goes to the listener's endpointer (less silence needed when the text reads
-complete) and to the head start (subscribed: a held reply starts on it). LLM priority on the one llm
-thread (`Components.llm_priority`, headstart/llm_priority.py): a confirmed reply first; an EOU job that
-finds one waiting, or whose utterance moved on, computes nothing; held replies of other sessions that
-are still generating are dropped.
+The session routes; three handles per session do the work (docs/server.md "Who does what"): each
+`Reply` (headstart/reply.py) owns its LLM → TTS → paced-audio pipeline; the `HeadStart`
+(headstart/head_start.py) prefills the user's turn while they speak and may start a *held* reply that
+the end of turn releases (a hit) or drops (`TurnCompleted.timeline.extra["preemptive"]`); the
+`EOUService` (headstart/eou_service.py) estimates whether the user's text reads complete, for the
+listener's endpointer and the head start. Sessions share the llm thread through
+`Components.llm_priority` (confirmed replies first); the chat is the session's `Conversation`
+(headstart/conversation.py: history, continuations).
 """
 
 from __future__ import annotations
