@@ -352,6 +352,10 @@ def _verify_costs(args: argparse.Namespace) -> int:
     exits = sorted({max(1, n // 6), max(1, n // 4), max(1, n // 3)} | ({args.exit_layer} if args.exit_layer else set()))
     costs = measure_costs(engine, _bench_prompts(engine, config, 1)[0], exits, list(range(1, 10)), repeats=9,
                           eagle_widths=[1024, int(engine.model.config.intermediate_size)], vocab_sizes=[4096, 8192])
+    from headstart.bench.verify_costs import measure_pipeline
+
+    pipe = measure_pipeline(engine, _bench_prompts(engine, config, 1)[0], args.exit_layer or max(1, n // 3))
+    costs["pipeline"] = pipe
     draft = costs["eagle_step_s"][1024] + costs["head_rows_s"][8192]
     table = speedup_table(costs, draft, [0.3, 0.4, 0.5, 0.6, 0.7, 0.8], list(range(1, 9)))
     result = {"model": args.model, "threads": args.threads, "quantize": engine.quantize, **costs,
@@ -366,6 +370,10 @@ def _verify_costs(args: argparse.Namespace) -> int:
               + f"; full LM head {costs['lm_head_s'] / t:.3f}")
         print("EAGLE step / step: " + ", ".join(f"MLP {w} {v / t:.4f}" for w, v in costs["eagle_step_s"].items())
               + "; LM head rows " + ", ".join(f"{n} {v / t:.4f}" for n, v in costs["head_rows_s"].items()))
+        print(f"pipelined (exit {pipe['exit_layer']}): layers L+1..N of step t then layers 1..L of step t+1 "
+              f"{pipe['late_plus_early_sequential_s'] * 1e3:.1f} ms one after the other, "
+              f"{pipe['late_beside_early_two_threads_s'] * 1e3:.1f} ms side by side on two threads; one decode step "
+              f"{pipe['decode_1_thread_s'] * 1e3:.1f} ms on 1 thread, {pipe['decode_2_threads_s'] * 1e3:.1f} ms on 2")
         print(f"\npredicted speed-up E(a, k) / (k c + v(k+1)), c = {draft / t:.4f}:")
         keys = [key for key in table[0] if key.startswith("a=")]
         print(f"{'k':>3}{'cost':>7}" + "".join(f"{key:>8}" for key in keys))

@@ -141,3 +141,74 @@ def speedup_table(costs: dict, draft_step_s: float, acceptances: list[float], ks
         rows.append({"k": k, "cost_steps": round(cost, 3),
                      **{f"a={a:g}": round(expected_tokens(a, k) / cost, 3) for a in acceptances}})
     return rows
+
+
+def measure_pipeline(engine: Any, prompt: list[int], exit_layer: int, repeats: int = 9) -> dict:
+    """The pipelined form of the founding idea on this CPU: layers L+1..N of step t (thread 1) beside
+    layers 1..L of step t+1 on a guessed token (thread 2), each on one torch thread, against the two
+    run one after the other, and against one decode step on 1 and on 2 intra-op threads. Median
+    seconds; leaves the engine's cache holding `prompt` and torch on the thread count it found."""
+    import threading
+
+    import torch
+
+    from headstart.llm.eagle import inner_model
+
+    inner = inner_model(engine.model)
+    layers = inner.layers
+    engine.reset()
+    first = int(engine.prefill(prompt).argmax())
+    base = engine.num_tokens
+    raw = engine.raw_cache
+    kw = engine._cache_kw
+    h0 = inner.embed_tokens(torch.tensor([[first]]))
+
+    def run(hidden, start: int, stop: int, position: int):
+        with torch.inference_mode():
+            pos = torch.tensor([[position]])
+            emb = inner.rotary_emb(hidden, pos)
+            for layer in layers[start:stop]:
+                out = layer(hidden, attention_mask=None, position_ids=pos, position_embeddings=emb, use_cache=True,
+                            **{kw: raw})
+                hidden = out[0] if isinstance(out, tuple) else out
+        return hidden
+
+    def crop() -> None:
+        _crop_layers(raw, len(layers), base)
+
+    def early_then_state():
+        return run(h0, 0, exit_layer, base)
+
+    seq, par = [], []
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        for _ in range(repeats + 1):
+            mid = early_then_state()
+            t0 = time.perf_counter()
+            run(mid, exit_layer, len(layers), base)
+            run(h0, 0, exit_layer, base + 1)
+            seq.append(time.perf_counter() - t0)
+            crop()
+            mid = early_then_state()
+            thread = threading.Thread(target=run, args=(h0, 0, exit_layer, base + 1))
+            t0 = time.perf_counter()
+            thread.start()
+            run(mid, exit_layer, len(layers), base)
+            thread.join()
+            par.append(time.perf_counter() - t0)
+            crop()
+
+        def decode() -> None:
+            engine.decode(first)
+            engine.crop(base)
+        decode()
+        one = _median_s(decode, repeats)
+        torch.set_num_threads(2)
+        decode()
+        two = _median_s(decode, repeats)
+    finally:
+        torch.set_num_threads(before)
+    return {"exit_layer": exit_layer, "late_plus_early_sequential_s": statistics.median(seq[1:]),
+            "late_beside_early_two_threads_s": statistics.median(par[1:]), "decode_1_thread_s": one,
+            "decode_2_threads_s": two}

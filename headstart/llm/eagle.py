@@ -142,13 +142,18 @@ class EagleNet(nn.Module):
         self.down_proj = nn.Linear(cfg.intermediate_size, d, bias=False)
         inv = 1.0 / (cfg.rope_theta ** (torch.arange(0, hd, 2, dtype=torch.float32) / hd))
         self.register_buffer("inv_freq", inv, persistent=False)
+        # Initialised as the logit lens of its feature: fc passes the normed feature through unchanged and
+        # the attention and MLP branches add zero, so training starts from the untrained early exit
+        # (with feature_offset 1: the final norm and LM head on the hidden state after layer L).
         gen = torch.Generator().manual_seed(0)
-        for lin in (self.fc, self.q_proj, self.k_proj, self.v_proj, self.o_proj, self.gate_proj, self.up_proj,
-                    self.down_proj):
-            with torch.no_grad():
+        with torch.no_grad():
+            for lin in (self.fc, self.q_proj, self.k_proj, self.v_proj, self.gate_proj, self.up_proj):
                 lin.weight.normal_(0.0, 0.02, generator=gen)
                 if lin.bias is not None:
                     lin.bias.zero_()
+            self.fc.weight[:, :d].copy_(torch.eye(d))
+            self.o_proj.weight.zero_()
+            self.down_proj.weight.zero_()
 
     # -- pieces ---------------------------------------------------------------------------------------
 

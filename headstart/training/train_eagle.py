@@ -33,9 +33,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
+from typing import TYPE_CHECKING
 
-from headstart.llm.eagle import EagleConfig, EagleNet, inner_model, lm_head_rows, save_eagle
+if TYPE_CHECKING:  # torch loads when a function runs, not at import (the CLI builds its parser without it)
+    import torch
+
+    from headstart.llm.eagle import EagleNet
 
 __all__ = ["EagleData", "collect", "evaluate", "train"]
 
@@ -69,6 +72,10 @@ def collect(model: Any, prompts: list[list[int]], exit_layers: list[int], end_id
             batch_size: int = 32, pad_id: int = 0, progress: Any = None) -> tuple[list[list[int]], dict, list[Any]]:
     """Greedy replies to `prompts` and, per prompt, features after `exit_layers` and greedy targets at
     every position of prompt + reply[:-1]. Returns (replies, {L: [tensor [n, d] float16]}, [targets [n]])."""
+    import torch
+
+    from headstart.llm.eagle import inner_model
+
     n_prompts = len(prompts)
     shared = 0
     while all(len(p) > shared + 1 for p in prompts) and len({p[shared] for p in prompts}) == 1:
@@ -157,6 +164,8 @@ def collect(model: Any, prompts: list[list[int]], exit_layers: list[int], end_id
 
 def _final_is_normed(model: Any, out: Any) -> bool:
     """transformers 5.x records the last layer's output after the final norm: check on one position."""
+    import torch
+
     probe = out.hidden_states[-1][0, -1:]
     return bool(torch.allclose(model.lm_head(probe).float(), out.logits[0, -1:].float(), rtol=1e-3, atol=1e-3))
 
@@ -167,6 +176,8 @@ def _final_is_normed(model: Any, out: Any) -> bool:
 def _batches(data: EagleData, layer: int, index: list[int], embed: Any, batch: int, offset: int = 0):
     """Right-padded batches: features [B, T, d], embeddings of tokens 1..T [B, T, d], targets [B, T]
     (the target of slot i is the greedy token after position i+1), loss mask [B, T], reply mask [B, T]."""
+    import torch
+
     for b in range(0, len(index), batch):
         members = index[b : b + batch]
         # slots 0..n-2: position i+1 needs a target (and, with offset 1, a feature)
@@ -191,15 +202,34 @@ def _batches(data: EagleData, layer: int, index: list[int], embed: Any, batch: i
         yield feats, emb, targets, loss_mask, reply_mask
 
 
+def train_vocab(data: EagleData) -> list[int]:
+    """V': the full model's tokens at the trained positions of the training conversations (sorted)."""
+    return sorted({int(v) for i, h in enumerate(data.held_out) if not h
+                   for v in data.targets[i][data.first_loss[i]:].tolist()})
+
+
+def untrained(model: Any, data: EagleData, exit_layer: int, feature_offset: int, k: int) -> dict:
+    """`evaluate` of a network as initialised: the logit lens of its feature over V' at every draft
+    position (with feature_offset 1: the untrained early exit after layer L on the newest token)."""
+    from headstart.llm.eagle import EagleConfig, EagleNet
+
+    cfg = EagleConfig.for_model(model.config, exit_layer, 64, train_vocab(data), feature_offset)
+    return evaluate(model, EagleNet(cfg).eval(), data, k)
+
+
 def train(model: Any, data: EagleData, exit_layer: int, steps: int = 3, epochs: int = 4, intermediate_size: int | None = None,
           lr: float = 1e-3, batch: int = 8, step_weight: float = 0.8, seed: int = 0, feature_offset: int = 0,
           progress: Any = None) -> tuple[EagleNet, list[float]]:
     """A trained network for `exit_layer` on the training conversations of `data`; returns (net, mean
     loss per epoch). V' = the targets of the training slots."""
+    import torch
+
+    from headstart.llm.eagle import EagleConfig, EagleNet, inner_model, lm_head_rows
+
     torch.manual_seed(seed)
     inner = inner_model(model)
     train_idx = [i for i, h in enumerate(data.held_out) if not h]
-    vocab = sorted({int(v) for i in train_idx for v in data.targets[i][data.first_loss[i]:].tolist()})
+    vocab = train_vocab(data)
     cfg = EagleConfig.for_model(model.config, exit_layer, intermediate_size, vocab, feature_offset)
     net = EagleNet(cfg)
     ids = torch.tensor(vocab)
@@ -253,6 +283,10 @@ def evaluate(model: Any, net: EagleNet, data: EagleData, k: int = 4, held_out: b
     conversations, and the mean tokens per verify step of greedy speculative decoding with k drafts
     (walking each reply: a step drafts from a true slot, keeps the leading right drafts, yields them and
     one target token)."""
+    import torch
+
+    from headstart.llm.eagle import inner_model, lm_head_rows
+
     inner = inner_model(model)
     ids = torch.tensor(net.cfg.vocab_ids) if net.cfg.vocab_ids is not None else None
     weight, bias = lm_head_rows(model.lm_head, ids)
@@ -310,6 +344,8 @@ def load_or_collect(model: Any, tokenizer: Any, folder: Path, conversations: lis
     """The recorded data for `conversations` (train_proposal.Conversation), from the cache or collected
     now in shards of 250 conversations (a longer run reuses the shards of a shorter one). Returns (data,
     all cached, seconds spent collecting)."""
+    import torch
+
     from headstart.config import LLMConfig
     from headstart.training.train_proposal import _end_ids, render_prompts
 
@@ -397,13 +433,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--out", default=None, help="where to save (default: the headstart cache)")
     parser.add_argument("--no-save", action="store_true")
+    parser.add_argument("--collect-only", action="store_true", help="collect (and cache) the data, train nothing")
     parser.add_argument("--json", action="store_true")
 
 
 def run_from_args(args: argparse.Namespace) -> int:
+    import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    from headstart.llm.eagle import default_eagle_path
+    from headstart.llm.eagle import default_eagle_path, save_eagle
     from headstart.models import ModelError, resolve_model
     from headstart.training.proposal_prompts import spoken_conversations
     from headstart.training.train_proposal import Conversation, default_conversations
@@ -446,6 +484,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     conversations += [Conversation(m) for m in spoken_conversations(args.synthetic, exclude=held_texts)]
     data, cached, data_s = load_or_collect(model, tokenizer, folder, conversations, layers, args.max_new_tokens,
                                            args.batch_size, args.quantize, log)
+    if args.collect_only:
+        print(json.dumps({"model": args.model, "conversations": len(conversations), "data_cached": cached,
+                          "data_s": round(data_s, 1), "train_positions": data.positions(False),
+                          "held_out_positions": data.positions(True)}))
+        return 0
     rows, chosen = [], None
     for size in sizes:
         subset = limit(data, size)
@@ -462,7 +505,9 @@ def run_from_args(args: argparse.Namespace) -> int:
                                 feature_offset=args.feature_offset, progress=progress)
             train_s = time.perf_counter() - t1
             held = evaluate(model, net, subset, args.k)
+            base = untrained(model, subset, L, args.feature_offset, 1)
             rows.append({"train_positions": subset.positions(False), "exit_layer": L, "agreement": held["agreement"],
+                         "untrained": base["agreement"][0],
                          "tokens_per_step": held["tokens_per_step"], "mean_accepted": held["mean_accepted"],
                          "held_out_slots": held["slots"], "vocab_size": len(net.cfg.vocab_ids or ()),
                          "losses": [round(x, 3) for x in losses], "train_s": round(train_s, 1)})
@@ -485,11 +530,11 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"\nEAGLE proposal network: {args.model} ({n} layers), {params / 1e6:.2f} M parameters, "
               f"{args.steps} unrolled steps, {args.epochs} epochs, data {data_s:.0f} s{' (cached)' if cached else ''}")
         print(f"{'train pos':>10}{'layer':>6}" + "".join(f"{'pos ' + str(j):>8}" for j in range(1, args.k + 1))
-              + f"{'tok/step':>10}{'vocab':>7}{'train s':>9}")
+              + f"{'untrained':>10}{'tok/step':>10}{'vocab':>7}{'train s':>9}")
         for r in rows:
             print(f"{r['train_positions']:>10}{r['exit_layer']:>6}"
                   + "".join(f"{a:>8.1%}" if a is not None else f"{'':>8}" for a in r["agreement"])
-                  + f"{r['tokens_per_step']:>10.2f}{r['vocab_size']:>7}{r['train_s']:>9.0f}")
+                  + f"{r['untrained']:>10.1%}{r['tokens_per_step']:>10.2f}{r['vocab_size']:>7}{r['train_s']:>9.0f}")
         if out:
             print(f"saved exit layer {exit_layer} network to {out}")
     print(json.dumps(report))
