@@ -90,6 +90,11 @@ def build_parser() -> argparse.ArgumentParser:
     te = llm_sub.add_parser("train-eou", help="train the EOU head (end-of-utterance probe on the LLM's last hidden state)")
     train_eou.add_arguments(te)
     te.set_defaults(func=train_eou.run_from_args)
+    from headstart.training import train_eagle
+
+    tg = llm_sub.add_parser("train-eagle", help="train the EAGLE-style proposal network on an early exit layer")
+    train_eagle.add_arguments(tg)
+    tg.set_defaults(func=train_eagle.run_from_args)
 
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)
