@@ -19,7 +19,9 @@ from headstart.bench.conversation_metrics import (
     capacity,
     is_cutoff,
     playback_gaps,
+    reply_audio,
     reply_silent_at,
+    reply_wer,
     stats,
     summarize_config,
     turn_figures,
@@ -94,6 +96,85 @@ def test_a_turn_nothing_answered_has_no_figures_and_full_wer():
     f = turn_figures(r)
     assert f["v2v_s"] is None and f["eou_s"] is None and f["ttft_s"] is None and f["reply"] is False
     assert f["wer"] == 1.0
+
+
+def replied_turn(samples: np.ndarray, rate: int, text: str) -> TurnRecord:
+    """A turn whose reported reply r2 was received as PCM16 `samples` at `rate` Hz, after an
+    interrupted reply r1 (its audio must not be taken for r2's)."""
+    pcm = (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
+    r = TurnRecord("q", "question", speech_end_at_s=1.0)
+    r.events = [(1.1, "reply.audio.start", {"reply_id": "r1", "sample_rate": 16_000}),
+                (1.1, "audio", {"bytes": 3200, "reply_id": "r1"}),
+                (1.2, "reply.interrupted", {"reply_id": "r1"}),
+                (1.5, "reply.audio.start", {"reply_id": "r2", "sample_rate": rate}),
+                (1.5, "audio", {"bytes": len(pcm), "reply_id": "r2"}),
+                (3.0, "metrics.turn", {"reply_id": "r2", "reply": text})]
+    r.reply_audio = {"r1": bytearray(b"\x00\x10" * 1600), "r2": bytearray(pcm)}
+    return r
+
+
+def test_reply_audio_is_the_reported_reply_at_its_own_rate_and_stays_out_of_records_json():
+    from headstart.bench.conversation import ConfigRun, records_json
+
+    tone = (0.5 * np.sin(np.arange(2400) / 24_000 * 2 * np.pi * 440)).astype(np.float32)
+    r = replied_turn(tone, 24_000, "A tone.")
+    samples, rate, text = reply_audio(r)
+    assert rate == 24_000 and text == "A tone." and samples.dtype == np.float32
+    np.testing.assert_allclose(samples, tone, atol=1 / 16_000)  # r2's PCM16, not r1's
+    assert reply_audio(TurnRecord("q", "question")) is None  # no metrics.turn
+    r.reply_audio = {}
+    assert reply_audio(r) is None  # no audio received
+    records = json.loads(json.dumps(records_json({"headstart": ConfigRun("headstart", qa=[r])})))
+    assert "reply_audio" not in records["headstart"]["qa"][0]
+    assert reply_wer([]) is None
+    assert reply_wer([{"reply_text": "one two three four", "heard": "one two three"},
+                      {"reply_text": "five six", "heard": "five six"}]) == pytest.approx(1 / 6)
+
+
+def test_the_client_keeps_each_replys_audio_bytes():
+    import asyncio
+
+    from headstart.bench.conversation_client import _Conn
+
+    class _WS:
+        def __init__(self, messages):
+            self.messages = messages
+
+        def __aiter__(self):
+            return self._gen()
+
+        async def _gen(self):
+            for m in self.messages:
+                yield m
+
+    start = json.dumps({"type": "reply.audio.start", "reply_id": "r1", "sample_rate": 24_000})
+    conn = _Conn(_WS([start, b"\x01\x00" * 10, b"\x02\x00" * 5]), clock=lambda: 0.0)
+    conn.record = TurnRecord("q", "question")
+    asyncio.run(conn.receive())
+    assert bytes(conn.record.reply_audio["r1"]) == b"\x01\x00" * 10 + b"\x02\x00" * 5
+    assert [p["bytes"] for _, k, p in conn.record.events if k == "audio"] == [20, 10]
+
+
+@pytest.mark.slow
+def test_replies_heard_by_whisper_score_the_voices_intelligibility():
+    """hibari's 24 kHz audio of a reply, received as PCM16, is resampled and heard by whisper-tiny.en
+    nearly word for word; the same audio played backwards (no words in it) is not."""
+    from headstart.bench.conversation import replies_heard
+    from headstart.tts.hibari import HibariSynthesizer
+
+    from tests.prepared import whisper
+
+    text = "The capital of Australia is Canberra, not Sydney."
+    voice = HibariSynthesizer(threads=1)
+    samples = np.concatenate(list(voice.synthesize(text)))
+    asr = whisper()
+    heard = replies_heard([replied_turn(samples, voice.sample_rate, text)], lambda s: asr.transcribe(s).text)
+    assert len(heard) == 1 and heard[0]["reply_text"] == text
+    assert heard[0]["audio_s"] == pytest.approx(samples.shape[0] / 24_000, abs=0.01)
+    assert heard[0]["wer"] <= 0.15, heard
+    garbled = replies_heard([replied_turn(samples[::-1].copy(), voice.sample_rate, text)],
+                            lambda s: asr.transcribe(s).text)
+    assert garbled[0]["wer"] >= 0.5, garbled
 
 
 def test_cutoff_is_a_turn_end_inside_the_pause():
@@ -257,6 +338,8 @@ def test_end_to_end_small_models(tmp_path):
         # and the EOU estimate prefills the reply prompt); the baseline prefills the whole prompt after it
         assert c["ttft_p50_s"] > 0.0 or name == "headstart", (name, c)
         assert c["wer"] <= 0.25  # "go forward ten meters"
+        # the reply's audio as received, heard by whisper-tiny.en: espeak's voice is understood
+        assert c["reply_wer_turns"] == 1 and c["reply_wer"] <= 0.5, (name, c)
         assert c["bargeins"] == 1 and c["bargein_stop_p50_s"] is not None and 0.0 <= c["bargein_stop_p50_s"] < 5.0
     assert result["speedup_v2v_p50"] == pytest.approx(
         result["configs"]["baseline"]["v2v_p50_s"] / result["configs"]["headstart"]["v2v_p50_s"], rel=1e-2)
@@ -265,7 +348,8 @@ def test_end_to_end_small_models(tmp_path):
         data = Path(plot).read_bytes()
         assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 5000
     records = json.loads(Path(result["records"]).read_text())
-    assert records["headstart"]["qa"][0]["events"]
+    assert records["headstart"]["qa"][0]["events"] and "reply_audio" not in records["headstart"]["qa"][0]
+    assert records["headstart"]["replies_heard"][0]["heard"].strip()
     assert not math.isnan(result["configs"]["headstart"]["v2v_p90_s"])
 
 

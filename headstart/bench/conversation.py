@@ -30,10 +30,14 @@ prompt another one has already prefilled (the same recordings are asked in every
 idle time (waits for real-time audio and playback) while compute runs at its real cost
 (headstart/bench/conversation_simulate.py: the model and its limits); its output says so everywhere.
 
+After the run each qa reply's received audio is transcribed (`--reply-asr`, default whisper-tiny.en) and
+scored against the reply's text: `reply_wer`, the voice's intelligibility in the pipeline (the texts heard
+are in records.json, `replies_heard`).
+
 Output: a table (p50 / p90 / max per configuration and metric), PNG plots in `--out` (a per-turn
 waterfall of stage timings, the voice-to-voice distribution per configuration), then one JSON line
 with `configs: {name: {v2v_p50_s, v2v_p90_s, ttft_p50_s, eou_delay_p50_s, false_cutoff_rate,
-bargein_stop_p50_s, preemptive_hit_rate, wer, turns, ...}}`, `speedup_v2v_p50` (baseline over
+bargein_stop_p50_s, preemptive_hit_rate, wer, reply_wer, turns, ...}}`, `speedup_v2v_p50` (baseline over
 headstart), `unavailable` configurations and the effective configuration.
 """
 
@@ -48,6 +52,8 @@ import threading
 import time
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from headstart.bench.conversation_client import TurnRecord, UserTurn, run_session
 from headstart.bench.conversation_configs import DEFAULT_CONFIGS, apply, effective, missing_switches, variants
@@ -67,6 +73,8 @@ from headstart.bench.conversation_metrics import (
     fraction,
     is_cutoff,
     percentile,
+    reply_audio,
+    reply_wer,
     stats,
     summarize_config,
     turn_figures,
@@ -75,6 +83,7 @@ from headstart.bench.conversation_metrics import (
 SCENARIOS = ("qa", "history", "pauses", "bargein", "concurrent")
 DEFAULT_SCENARIOS = ("qa", "pauses", "bargein")
 BARGE_IN_RECORDING = "tt-somethingwrong"  # "Something is terribly wrong": clear words to talk over a reply
+REPLY_ASR = "whisper-tiny.en"  # the judge of the replies' intelligibility (the default ASR, prepared by make models)
 TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, "bargein_stop_p50_s": 0.3}
 
 
@@ -117,6 +126,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-plots", action="store_true", help="write no plots")
     parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a turn's reply")
     parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths and the noise")
+    parser.add_argument("--reply-asr", default=REPLY_ASR, help="ASR preset or folder that transcribes each qa "
+                        "reply's received audio after the run, scored against the reply text: the voice's "
+                        f"intelligibility in the pipeline ('none': skip; default {REPLY_ASR})")
     parser.add_argument("--simulate", action="store_true",
                         help="quick run: the pipeline in-process on a virtual clock that skips idle waits while "
                         "compute runs at its real cost (every scenario; output marked simulated)")
@@ -275,6 +287,57 @@ async def run_config(name: str, url: str, components: Any, turns: list[UserTurn]
     return run
 
 
+# -- the replies as heard -----------------------------------------------------------------------------------
+
+ASR_RATE_HZ = 16_000
+ASR_WINDOW_S = 30.0  # one Whisper window; a longer reply is heard in consecutive windows
+
+
+def replies_heard(records: list[TurnRecord], transcribe) -> list[dict]:
+    """Each turn's reply as a listener's ASR hears it: the audio the client received (`reply_audio`),
+    resampled to 16 kHz (soxr) and transcribed in 30 s windows by `transcribe(float32 (n,) at 16 kHz)
+    -> text`. Returns one {"name", "reply_text", "heard", "wer", "audio_s"} per turn with reply audio
+    and text (turns without are left out)."""
+    import soxr
+
+    from headstart.bench.wer import word_error_rate
+
+    out = []
+    window = int(ASR_WINDOW_S * ASR_RATE_HZ)
+    for record in records:
+        got = reply_audio(record)
+        if got is None:
+            continue
+        samples, rate, text = got
+        if rate != ASR_RATE_HZ:
+            samples = soxr.resample(samples, rate, ASR_RATE_HZ).astype(np.float32)
+        heard = " ".join(transcribe(np.ascontiguousarray(samples[i : i + window]))
+                         for i in range(0, samples.shape[0], window)).strip()
+        out.append({"name": record.name, "reply_text": text, "heard": heard,
+                    "wer": round(word_error_rate(text, heard), 4), "audio_s": round(samples.shape[0] / ASR_RATE_HZ, 2)})
+    return out
+
+
+def hear_replies(runs: dict[str, ConfigRun], model: str, log) -> tuple[dict[str, list[dict]], str | None]:
+    """`replies_heard` for every configuration's qa and history turns with the ASR `model` (a preset or
+    folder, loaded after the run so it takes no CPU from it). Returns ({config: heard}, None), or ({},
+    the reason) when the model is not prepared."""
+    from headstart.config import ASRConfig
+    from headstart.models import ModelError
+    from headstart.voice.asr import WhisperASR
+
+    try:
+        asr = WhisperASR.load(ASRConfig(model=model), cpu_threads=1)
+    except (ModelError, FileNotFoundError) as exc:
+        return {}, f"the replies were not transcribed: {exc}"
+    heard = {}
+    for name, run in runs.items():
+        heard[name] = replies_heard(run.qa + run.history, lambda samples: asr.transcribe(samples).text)
+        for h in heard[name]:
+            log(f"  {name} reply heard {h['name']}: wer {h['wer'] * 100:.0f} % | {h['reply_text']!r} -> {h['heard']!r}")
+    return heard, None
+
+
 # -- report ------------------------------------------------------------------------------------------------
 
 
@@ -342,6 +405,10 @@ def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, d
     table.add_row("preemptive hits / misses", *(f"{summaries[n]['preemptive_hits']} / {summaries[n]['preemptive_misses']}"
                                                 for n in figures_by_config))
     table.add_row("WER", *(pct(summaries[n]["wer"]) for n in figures_by_config))
+    if any("reply_wer" in summaries[n] for n in figures_by_config):
+        table.add_row("reply WER (the reply audio heard by an ASR)", *(
+            pct(summaries[n].get("reply_wer")) + f" of {summaries[n].get('reply_wer_turns', 0)}"
+            for n in figures_by_config))
     table.add_row("turns (replies)", *(f"{summaries[n]['turns']} ({summaries[n]['replies']})" for n in figures_by_config))
     console.print(table)
 
@@ -349,6 +416,7 @@ def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, d
 def records_json(runs: dict[str, ConfigRun]) -> dict:
     def rec(r: TurnRecord) -> dict:
         d = dataclasses.asdict(r)
+        d.pop("reply_audio")  # PCM bytes: the replies' WAVs are not kept
         d["events"] = [[round(t, 4), k, p] for t, k, p in r.events]
         return d
 
@@ -489,9 +557,18 @@ def run(args: argparse.Namespace, log=print) -> dict:
     if errors and not any(r.qa or r.history or r.pauses or r.bargein or any(r.concurrent.values()) for r in runs.values()):
         raise ConnectionError(f"no session could run: {errors[0]}")
     summaries, figures = summarize(runs)
+    reply_asr = getattr(args, "reply_asr", None)
+    heard, heard_note = ({}, None) if reply_asr in (None, "none") else hear_replies(runs, reply_asr, log)
+    for name, items in heard.items():
+        wer = reply_wer(items)
+        summaries[name]["reply_wer"] = None if wer is None else round(wer, 4)
+        summaries[name]["reply_wer_turns"] = len(items)
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
-    (out_dir / "records.json").write_text(json.dumps(records_json(runs), ensure_ascii=False))
+    records = records_json(runs)
+    for name, items in heard.items():
+        records[name]["replies_heard"] = items
+    (out_dir / "records.json").write_text(json.dumps(records, ensure_ascii=False))
     plots = []
     if not args.no_plots:
         from headstart.bench.conversation_plots import plot_v2v_distribution, plot_waterfall
@@ -509,6 +586,8 @@ def run(args: argparse.Namespace, log=print) -> dict:
                      "and its configuration is not known here")
     if simulate:
         notes.append(SIMULATED_LINE)
+    if heard_note:
+        notes.append(heard_note)
     if summaries.get("headstart") and summaries["headstart"]["turns"] and not summaries["headstart"]["eou_probability_seen"]:
         notes.append("no EOU probability reached the endpointer (no EOU scorer wired into the server's "
                      "sessions): semantic endpointing had no effect in this run")
@@ -520,7 +599,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "unavailable": unavailable,
         "scenarios": sorted(scenarios),
         "effective": {"models": {"asr": base.asr.model, "llm": base.llm.model, "tts": base.tts.engine,
-                                 "vad": base.vad.engine}, "configs": effective_configs,
+                                 "vad": base.vad.engine, "reply_asr": reply_asr}, "configs": effective_configs,
                       "server": args.server or ("in-process (in-memory websocket)" if simulate
                                                 else "in-process (loopback)"),
                       "pace": "simulated" if simulate else "realtime",

@@ -62,6 +62,8 @@ class TurnRecord:
         speech_start_at_s / speech_end_at_s: send times of the frames holding the true speech start/end.
         events: (time, type, payload) for every text event received after the turn's first frame, and
             (time, "audio", {"bytes": n, "reply_id": r}) for every binary reply audio frame.
+        reply_audio: reply id -> the PCM16 bytes received for it, in order (at the rate of its
+            `reply.audio.start`); kept for the intelligibility check of the replies, not in records.json.
         pause_end_s: stream position of the end of an inserted pause (pause set), else None.
         barge_*: the barge-in utterance (mode "bargein"): stream offset, send time of its first word.
         audio_end_at_s: when the last frame of the recording was sent.
@@ -84,6 +86,7 @@ class TurnRecord:
     timed_out: bool = False
     synthetic: bool = False
     session: int = 0
+    reply_audio: dict[str, bytearray] = field(default_factory=dict, repr=False)
 
 
 class Player:
@@ -195,6 +198,8 @@ class _Conn:
         try:
             async for message in self.ws:
                 if isinstance(message, bytes):
+                    if self.record is not None and self.player.reply_id is not None:
+                        self.record.reply_audio.setdefault(self.player.reply_id, bytearray()).extend(message)
                     self.note("audio", {"bytes": len(message), "reply_id": self.player.reply_id})
                     continue
                 try:

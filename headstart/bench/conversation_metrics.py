@@ -9,7 +9,9 @@ Per turn (seconds, all on the client clock, from the true end of the user's spee
 and from the server's `metrics.turn`: ttft_s (LLM asked -> first token), tpot_s (time per output
 token), tts_ttfa_s (first text to the synthesiser -> its first audio), reply_tokens, reply_audio_s,
 preemptive ("hit" / "miss" / "none"); wer of the turn's transcript against the reference;
-playback gaps (`playback_gaps`): underruns of the client's playback buffer once the reply's audio began.
+playback gaps (`playback_gaps`): underruns of the client's playback buffer once the reply's audio began;
+the reply as heard (`reply_audio`, `reply_wer`): the audio the client received for the turn's reply and
+the WER of an ASR's transcript of it against the reply text.
 
 Pause set: a turn is cut off when the first `turn.end` falls (by its `audio_ms`, a stream position)
 before the inserted pause is over. Barge-in: from the send time of the barge-in utterance's first
@@ -250,3 +252,29 @@ def summarize_config(qa: list[dict], cutoffs: list[bool], bargeins: list[dict]) 
             k: (r(v) if k != "n" else v) for k, v in s.items()
         }
     return out
+
+
+def reply_audio(record: TurnRecord) -> tuple[np.ndarray, int, str] | None:
+    """The turn's reply as the client received it: the reply `metrics.turn` reports, its audio (float32
+    mono in [-1, 1), decoded from the PCM16 frames) at the sample rate of its `reply.audio.start` (Hz),
+    and its text. None when the turn has no `metrics.turn`, or no audio or no text for its reply."""
+    _, metrics = _first(record, "metrics.turn")
+    if metrics is None:
+        return None
+    rid, text = metrics.get("reply_id"), (metrics.get("reply") or "").strip()
+    data = record.reply_audio.get(rid) if rid is not None else None
+    if not data or not text:
+        return None
+    _, start = _first(record, "reply.audio.start", lambda p: p.get("reply_id") == rid)
+    rate = int((start or {}).get("sample_rate") or 16_000)
+    samples = np.frombuffer(bytes(data[: len(data) // 2 * 2]), dtype="<i2").astype(np.float32) / 32768.0
+    return samples, rate, text
+
+
+def reply_wer(heard: list[dict]) -> float | None:
+    """The corpus WER of the replies as heard: `heard` holds {"reply_text", "heard"} per reply (the
+    text the LLM wrote, the ASR's transcript of its audio). None when there are none."""
+    from headstart.bench.wer import corpus_word_error_rate
+
+    pairs = [(h["reply_text"], h["heard"]) for h in heard if h.get("reply_text")]
+    return corpus_word_error_rate(pairs) if pairs else None
