@@ -60,21 +60,21 @@ class EOUPlan:
 def resolve_eou(components, config: PipelineConfig) -> EOUPlan:
     """The EOU plan `config.session.eou` asks for. "auto" takes `config.endpoint.eou_scorer` and falls
     back from "head" to "token" when this LLM has no trained head (the endpointer then uses the token
-    thresholds, so a probability is never read on the wrong scale); "llm" is "token"; "none", or a
-    backend without `eou_model`, gives no model. A trained head that carries calibrated thresholds
-    sets `eou_low`/`eou_high` unless `EndpointConfig.head_thresholds` is "config".
+    thresholds, so a probability is never read on the wrong scale); "llm" is "token"; "none", or no
+    model of that kind (`Components.eou_model`: e.g. a remote engine), gives none. A trained head that
+    carries calibrated thresholds sets `eou_low`/`eou_high` unless `EndpointConfig.head_thresholds` is
+    "config".
 
     Raises:
         ValueError: an unknown `SessionConfig.eou` (from `Components.eou_model`).
     """
     endpoint, kind = config.endpoint, config.session.eou
-    get = getattr(components, "eou_model", None)
-    if get is None or kind == "none":
+    if kind == "none":
         return EOUPlan(None, None, endpoint)
     kinds = {"auto": [endpoint.eou_scorer] + (["token"] if endpoint.eou_scorer == "head" else []),
              "llm": ["token"]}.get(kind, [kind])
     for candidate in kinds:
-        model = get(candidate)
+        model = components.eou_model(candidate)
         if model is None:
             continue
         endpoint = replace(endpoint, eou_scorer=candidate)
