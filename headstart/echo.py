@@ -6,7 +6,9 @@ import math
 
 import numpy as np
 
-from headstart.audio import SAMPLE_RATE_HZ
+from collections.abc import Callable
+
+from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, StreamResampler, resample, to_mono_float32
 
 class EchoDetector:
     """Is the microphone hearing the reply the session is playing?
@@ -102,6 +104,67 @@ class EchoDetector:
     def is_sure_echo(self, played_s: float | None = None) -> bool:
         """The mic window is the reply's echo alone (no voice over it at a comparable level)."""
         return self.similarity(played_s) >= self.sure_threshold
+
+
+class EchoGuard:
+    """A session's echo checks over one `EchoDetector` (None: echo detection off, every check says no):
+    the microphone audio as it arrives, each reply's audio as it leaves, and the verdicts turn-taking
+    asks for. Plain and synchronous."""
+
+    def __init__(self, detector: EchoDetector | None) -> None:
+        self.detector = detector
+
+    def heard(self, frame: AudioFrame, played_s: float | None) -> None:
+        """Microphone audio (any rate or channel count); `played_s`: the client's playback position of
+        the reply when it was heard (None while the agent is silent), so echo after an underrun matches."""
+        if self.detector is None:
+            return
+        mono = to_mono_float32(frame.samples)
+        if frame.sample_rate != SAMPLE_RATE_HZ:
+            mono = resample(mono, int(frame.sample_rate), SAMPLE_RATE_HZ)
+        self.detector.push_mic(mono, played_s)
+
+    def reply_sink(self) -> Callable[[AudioFrame], None]:
+        """Where one reply's audio frames go as they leave (with its own resampler to 16 kHz)."""
+        to_16k: StreamResampler | None = None
+
+        def push(frame: AudioFrame) -> None:
+            nonlocal to_16k
+            if self.detector is None:
+                return
+            if frame.sample_rate != SAMPLE_RATE_HZ and to_16k is None:
+                to_16k = StreamResampler(frame.sample_rate, SAMPLE_RATE_HZ)
+            self.detector.push_played(to_16k.push(frame.samples) if to_16k is not None else frame.samples)
+
+        return push
+
+    def reset_played(self) -> None:
+        """A new reply starts (or the last one was cut off): forget the reply audio."""
+        if self.detector is not None:
+            self.detector.reset_played()
+
+    def speech_is_echo(self, played_s: float | None, just_spoke: bool) -> bool:
+        """Is speech that starts now the reply's echo? `played_s`: the playback position while the agent
+        speaks (None when it does not); `just_spoke`: a reply just finished (its tail may still echo)."""
+        if self.detector is None:
+            return False
+        if played_s is not None:
+            return self.detector.is_echo(played_s)
+        return just_spoke and self.detector.is_echo(None)
+
+    def sure_echo(self, awaits_verdict: bool, played_s: Callable[[], float]) -> bool:
+        """Whether the mic still holds the playing reply's echo alone (for an utterance turn-taking holds
+        for a verdict: its words then do not count)."""
+        return self.detector is not None and awaits_verdict and self.detector.is_sure_echo(played_s())
+
+
+def echo_text(reply_text: str) -> str:
+    """A reply's text as the ASR may write its echo: the text and its spoken form (the voice says "ten"
+    for "10", tts/normalize.py, and the ASR writes what it hears)."""
+    from headstart.tts.normalize import normalize_text
+
+    spoken = normalize_text(reply_text)
+    return f"{reply_text} {spoken}" if spoken and spoken != reply_text else reply_text
 
 
 def _from_onset(ref: np.ndarray, onset: int, n: int) -> np.ndarray:

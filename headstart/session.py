@@ -36,11 +36,11 @@ import contextlib
 import itertools
 from dataclasses import dataclass
 
-from headstart.audio import SAMPLE_RATE_HZ, AudioFrame, StreamResampler, resample, to_mono_float32
+from headstart.audio import AudioFrame
 from headstart.clock import Clock, MonotonicClock
 from headstart.components import Components
 from headstart.conversation import Conversation
-from headstart.echo import EchoDetector, normalized_xcorr_peak
+from headstart.echo import EchoDetector, EchoGuard, echo_text, normalized_xcorr_peak
 from headstart.eou_service import EOUService, fuses_reply_prefill
 from headstart.events import (
     EndOfTurn,
@@ -137,7 +137,7 @@ class Session:
         self._clock: Clock = clock or MonotonicClock()
         self._lead_s = playback_lead_s
         self._frame_s = audio_frame_s
-        self._echo = EchoDetector() if echo is True else (echo or None)
+        self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
         plan = components.eou_plan() if eou_scorer is _FROM_CONFIG else None
         self._endpoint_config = plan.endpoint if plan is not None else self._config.endpoint
@@ -216,12 +216,8 @@ class Session:
             self.head_start.prewarm()
         self._listener.bargein_armed = self.turns.bargein_armed  # the VAD's quicker start over the reply
         await self._listener.push(frame)
-        if self._echo is not None:
-            mono = to_mono_float32(frame.samples)
-            if frame.sample_rate != SAMPLE_RATE_HZ:
-                mono = resample(mono, int(frame.sample_rate), SAMPLE_RATE_HZ)
-            tt = self.turns  # the playback position this audio was heard at: echo after an underrun
-            self._echo.push_mic(mono, tt.played_s() if tt.agent is AgentState.SPEAKING else None)
+        tt = self.turns  # the playback position this audio was heard at: echo after an underrun
+        self._echo.heard(frame, tt.played_s() if tt.agent is AgentState.SPEAKING else None)
         self._audio_s += frame.duration_s
         self.audio_clock.record(self._audio_s, self._clock.now())
 
@@ -353,31 +349,18 @@ class Session:
             self._out.put_nowait(exc)
 
     def _reply_text(self) -> str:
-        """The reply being played, for telling its echo from the user: its text and its spoken form
-        (the voice says "ten" for "10", tts/normalize.py, and the ASR writes what it hears)."""
-        if self._reply is None:
-            return ""
-        from headstart.tts.normalize import normalize_text
-
-        text = self._reply.text
-        spoken = normalize_text(text)
-        return f"{text} {spoken}" if spoken and spoken != text else text
+        """The reply being played, as its echo may be written (`echo_text`), for telling it from the user."""
+        return "" if self._reply is None else echo_text(self._reply.text)
 
     def _sure_echo(self) -> bool:
-        """Whether the mic still holds the playing reply's echo alone (for an utterance already
-        judged echo or a barge-in: its words then do not count)."""
-        tt = self.turns
-        return self._echo is not None and tt.awaits_echo_verdict and self._echo.is_sure_echo(tt.played_s())
+        return self._echo.sure_echo(self.turns.awaits_echo_verdict, self.turns.played_s)
 
     def _on_listener_event(self, event: object) -> None:
         now = self._clock.now()
         tt = self.turns
         if isinstance(event, SpeechStarted):
-            echo = False
-            if self._echo is not None and tt.agent is AgentState.SPEAKING:
-                echo = self._echo.is_echo(tt.played_s())
-            elif self._echo is not None and tt.just_spoke:
-                echo = self._echo.is_echo(None)  # the tail of the reply that just finished
+            speaking = tt.agent is AgentState.SPEAKING  # else the tail of a reply that just finished
+            echo = self._echo.speech_is_echo(tt.played_s() if speaking else None, tt.just_spoke)
             actions = tt.speech_started(echo=echo)
             if tt.utterance == "echo":
                 return  # the session's own voice: no user turn
@@ -489,8 +472,7 @@ class Session:
     def _release(self, reply: Reply, turn: TurnTimeline) -> None:
         """End of turn on the held reply's own text: what it holds leaves now, in order."""
         self._reply = reply
-        if self._echo is not None:
-            self._echo.reset_played()
+        self._echo.reset_played()
         # the history keeps the text the reply (and the KV cache) was conditioned on
         self.conversation.add_user(reply.hypothesis)
         self.turns.reply_started(reply.id)
@@ -541,8 +523,7 @@ class Session:
             self._out.put_nowait(TurnCompleted(turn, reply.id, interrupted=True))
         if self._reply is reply:
             self._reply = None
-        if self._echo is not None:
-            self._echo.reset_played()
+        self._echo.reset_played()
 
     # -- the reply -----------------------------------------------------------------------------------
 
@@ -560,8 +541,7 @@ class Session:
         reply = self._new_reply(turn)
         self._reply = reply
         self._confirmed_llm_pending(reply)
-        if self._echo is not None:
-            self._echo.reset_played()
+        self._echo.reset_played()
         if live is not None:
             reply.stream = live.reply(turn.transcript)  # the prompt is mostly prefilled already
         self.conversation.add_user(turn.transcript)
@@ -596,7 +576,7 @@ class Session:
 
         c, tt, config = self._components, self.turns, self._config
         reply_id = f"r{next(_reply_ids)}"
-        to_16k: StreamResampler | None = None
+        echo = self._echo.reply_sink()
 
         def open_tts() -> TTSStream:
             return TTSStream(c.tts, ClauseChunker(config.tts), c.tts_executor, clock=self._clock,
@@ -606,13 +586,9 @@ class Session:
             return tt.sent_s - tt.played_s() if tt.reply_id == reply_id else None
 
         def on_audio(frame: AudioFrame) -> None:
-            nonlocal to_16k
             if tt.reply_id == reply_id:
                 tt.audio_sent(frame.duration_s)
-            if self._echo is not None:
-                if frame.sample_rate != SAMPLE_RATE_HZ and to_16k is None:
-                    to_16k = StreamResampler(frame.sample_rate, SAMPLE_RATE_HZ)
-                self._echo.push_played(to_16k.push(frame.samples) if to_16k is not None else frame.samples)
+            echo(frame)
 
         reply = Reply(reply_id, turn, self._send_reply_event, self._clock, open_tts, stream=stream,
                       open_stream=self._open_reply_stream, held=held, playback_lead_s=self._lead_s,
