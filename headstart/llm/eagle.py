@@ -340,7 +340,8 @@ class EagleDrafter:
     """Drafts with an `EagleNet` on `engine`'s model (the `Drafter` protocol of speculative.py): reads the
     features the engine's own forwards left after exit layer L, keeps the network's cache over the
     context in step with the engine's tokens, drafts greedily over the vocabulary subset and stops early
-    at an end token or when the top probability falls below `min_confidence` (0: never). Proposes
+    at an end token or when the top probability falls below `min_confidence` (0: never; the first draft
+    too, so an unsure step proposes nothing and the decoder takes a plain step). Proposes
     nothing (the decoder then decodes plainly) when the engine's cache does not hold `context[:-1]` or
     its features were not all recorded (e.g. the cache was filled before this drafter was attached).
     `quantize="int8"` runs the network's Linear layers and the LM head rows as the project's int8
@@ -449,7 +450,7 @@ class EagleDrafter:
                 while True:
                     logits = self.logits(out)[0, -1]
                     self.draft_steps += 1
-                    if self.min_confidence > 0.0 and drafts:
+                    if self.min_confidence > 0.0:  # an unsure first draft too: a plain step is cheaper than a verify
                         probs = torch.softmax(logits, dim=-1)
                         conf, index = probs.max(-1)
                         if float(conf) < self.min_confidence:
