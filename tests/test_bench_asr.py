@@ -124,3 +124,34 @@ def test_a_turn_whose_speech_resumed_is_scored_on_its_last_final_only():
     finals = [f.text for _, f in res.finals if f.text]
     assert len(finals) >= 2 and len(res.turns) == 1, finals  # the pause gave a final, speech resumed
     assert res.final_text == finals[-1]
+
+
+def test_the_bench_streams_each_engine_by_its_own_settings_and_counts_its_passes():
+    """The bench wraps the engine (`_PacedASR`): the wrapper must carry the engine's `listening`
+    settings, or every engine would be benchmarked with whisper's cadence and final pass."""
+    import asyncio
+
+    from headstart.config import ASRConfig, EndpointConfig, PipelineConfig, VADConfig
+    from headstart.voice.asr import ListeningDefaults, Transcription
+    from headstart.voice.words import Word, join_words
+
+    class BlockASR:
+        listening = ListeningDefaults()
+
+        def transcribe(self, samples, offset_s=0.0, prompt=None):
+            words = [Word(f" w{k}", offset_s + k / 4, offset_s + k / 4 + 0.2) for k in range(samples.shape[0] // 4000)]
+            return Transcription(tuple(words), join_words(words), 0.0, -0.1, samples.shape[0] / 16000)
+
+    class FrequentASR(BlockASR):
+        listening = ListeningDefaults(partial_interval_s=0.1)
+
+    from headstart.bench.data import recording
+
+    audio = np.concatenate([recording("librivox-0880").read(), np.zeros(16000, np.float32)])
+    config = PipelineConfig(vad=VADConfig(), asr=ASRConfig(), endpoint=EndpointConfig(semantic=False))
+    plain = asyncio.run(bench._stream(audio, BlockASR(), config, None, timing="cpu"))
+    frequent = asyncio.run(bench._stream(audio, FrequentASR(), config, None, timing="cpu"))
+    assert plain.asr_passes >= 5 and frequent.asr_passes >= 2 * plain.asr_passes, (plain.asr_passes, frequent.asr_passes)
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert parser.parse_args([]).model is None  # ASRConfig.model, the session's default engine
