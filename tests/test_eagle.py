@@ -192,3 +192,32 @@ def test_eagle_speculative_equals_plain_greedy_on_smollm2(smollm2_engine, offset
         assert decoder.stats.verify_steps > 0 and decoder.stats.drafted_tokens > 0
     finally:
         drafter.close()
+
+
+def test_speedup_bound_arithmetic():
+    from headstart.bench.verify_costs import expected_tokens, speedup_table
+
+    costs = {"decode_s": 0.1, "verify_s": {2: 0.11, 3: 0.12}}
+    rows = speedup_table(costs, 0.001, [0.5], [1, 2, 3])
+    assert [r["k"] for r in rows] == [1, 2]  # k = 3 needs a verify of 4 positions, not measured
+    assert rows[0]["cost_steps"] == pytest.approx(1.11) and rows[0]["a=0.5"] == pytest.approx(1.5 / 1.11, abs=1e-3)
+    assert expected_tokens(0.5, 2) == pytest.approx(1.75) and expected_tokens(1.0, 3) == 4.0
+
+
+@pytest.mark.slow
+def test_bench_partial_eagle_names_the_training_command_when_no_network(tmp_path, capsys):
+    import argparse
+
+    from headstart.bench import partial
+    from headstart.models import ModelError, resolve_model
+
+    try:
+        resolve_model("smollm2-135m")
+    except (ModelError, FileNotFoundError) as exc:
+        pytest.skip(f"smollm2-135m not prepared: {exc}")
+    parser = argparse.ArgumentParser()
+    partial.add_arguments(parser)
+    args = parser.parse_args(["--drafter", "eagle", "--model", "smollm2-135m", "--eagle",
+                              str(tmp_path / "missing.safetensors"), "--json"])
+    assert partial.run_from_args(args) == 1
+    assert "train-eagle" in capsys.readouterr().err

@@ -9,6 +9,12 @@
 - Early exit per threshold: agreement with the full model (teacher-forced, early tokens only), the
   fraction emitted early, first-token time and tokens/s vs plain, and whether the reply equals plain.
 
+- `--drafter eagle`: plain greedy vs speculative decoding with the EAGLE-style network (llm/eagle.py) on
+  the int8 default path, prompt by prompt in turn: tokens/s, acceptance, exactness.
+- `--verify-costs`: a verify of k = 1..9 positions, layers 1..L, the full LM head and one EAGLE step
+  against one decode step, the pipelined form on two threads, and the speed-up bound
+  (bench/verify_costs.py).
+
 `--device cuda` runs the same on a GPU (fp32 by default so `exact` stays meaningful). Untested on a
 GPU here: this machine has none.
 """
