@@ -249,6 +249,11 @@ class EOUService:
         self._cache[key] = future
         return future
 
+    def record(self, turn) -> None:
+        """The session's counters into `turn.extra` (eou_computed, eou_skipped, eou_compute_s)."""
+        turn.extra.update(eou_computed=self.stats.computed, eou_skipped=self.stats.skipped,
+                          eou_compute_s=round(self.stats.compute_s, 4))
+
     # -- internals ------------------------------------------------------------------------------------
     def _model_applies(self) -> bool:
         return self.model is not None and self.scorer is None and self.applies

@@ -199,7 +199,6 @@ class Reply:
         self.audio_s = 0.0  # seconds of its audio sent
         self.released_at_s: float | None = None
         self.history_index: int | None = None  # the session's: where its assistant message is
-        self.llm_pending = False  # the session's: counted as a confirmed reply waiting for the llm thread
         self._send = send
         self._clock = clock
         self._open_tts = open_tts

@@ -533,37 +533,22 @@ class Session:
         if old is not None and old.running and not old.cancelled:
             self._interrupt_reply(old, self.turns.played_s(), "new_turn")
         held = self.head_start.end_of_turn(turn)  # the released reply (a hit), or None
-        self._record_eou(turn)
+        self.eou.record(turn)
         if held is not None:
             self._release(held, turn)
             return
         live = self.head_start.take_live()
         reply = self._new_reply(turn)
         self._reply = reply
-        self._confirmed_llm_pending(reply)
+        # confirmed: EOU jobs queued before it give way, held replies of other sessions still generating
+        # drop (Components.llm_priority); a reply cancelled before it ever ran no longer counts
+        self._components.llm_priority.confirm(self, reply, lambda: reply.task is None or not reply.task.done())
         self._echo.reset_played()
         if live is not None:
             reply.stream = live.reply(turn.transcript)  # the prompt is mostly prefilled already
         self.conversation.add_user(turn.transcript)
         self.turns.reply_started(reply.id)
         reply.start()  # ReplyStarted
-
-    def _confirmed_llm_pending(self, reply: Reply) -> None:
-        """Priority on the shared llm thread: a confirmed reply is waiting for it. EOU jobs queued
-        before it give way (`EOUService.estimate`), and other sessions drop a held reply still generating (it
-        is regenerated at their end of turn if needed: a miss, never a stale reply)."""
-        reply.llm_pending = True
-        # a reply cancelled before it ever ran no longer counts
-        self._components.llm_priority.confirm(self, reply, lambda: reply.task is None or not reply.task.done())
-
-    def _llm_started(self, reply: Reply) -> None:
-        if reply.llm_pending:
-            reply.llm_pending = False
-            self._components.llm_priority.started(reply)
-
-    def _record_eou(self, turn: TurnTimeline) -> None:
-        turn.extra.update(eou_computed=self.eou.stats.computed, eou_skipped=self.eou.stats.skipped,
-                          eou_compute_s=round(self.eou.stats.compute_s, 4))
 
     def _new_reply(self, turn: TurnTimeline, *, stream=None, held: bool = False, hypothesis: str = "",
                    messages: list[dict[str, str]] | None = None) -> Reply:
@@ -575,6 +560,7 @@ class Session:
         from headstart.tts.stream import TTSStream
 
         c, tt, config = self._components, self.turns, self._config
+        priority = c.llm_priority  # the reply stops waiting for the llm thread once its LLM starts
         reply_id = f"r{next(_reply_ids)}"
         echo = self._echo.reply_sink()
 
@@ -592,7 +578,7 @@ class Session:
 
         reply = Reply(reply_id, turn, self._send_reply_event, self._clock, open_tts, stream=stream,
                       open_stream=self._open_reply_stream, held=held, playback_lead_s=self._lead_s,
-                      ahead_s=ahead_s, on_audio=on_audio, on_llm_started=lambda: self._llm_started(reply),
+                      ahead_s=ahead_s, on_audio=on_audio, on_llm_started=lambda: priority.started(reply),
                       on_finished=self._reply_finished, on_failed=self._reply_failed,
                       hypothesis=hypothesis, messages=messages)
         return reply

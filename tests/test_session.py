@@ -16,7 +16,15 @@ from headstart.audio import AudioFrame
 from headstart.clock import FakeClock
 from headstart.components import Components
 from headstart.config import PipelineConfig, SessionConfig
-from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, ReplyDone, SpeechEnded, SpeechStarted, TokenDelta
+from headstart.events import (
+    EndOfTurn,
+    FinalTranscript,
+    PartialTranscript,
+    ReplyDone,
+    SpeechEnded,
+    SpeechStarted,
+    TokenDelta,
+)
 from headstart.reply import ReplyAudio, ReplyAudioStart, ReplyStarted, TurnCompleted
 from headstart.session import Session
 
@@ -144,3 +152,51 @@ def test_without_the_head_start_the_reply_starts_at_the_end_of_turn():
     assert (at["ReplyStarted"], at["TokenDelta"], at["ReplyAudio"]) == (1.8, 2.0, 2.0)
     extra = events[-1][1].timeline.extra
     assert extra["preemptive"] == "none" and extra["head_start"] is False
+
+
+def test_a_confirmed_reply_in_one_session_drops_another_sessions_held_reply():
+    """Sessions share the llm thread through Components.llm_priority only: B's confirmed reply drops
+    A's held reply while it still generates; A's end of turn then generates its reply afresh (a miss)."""
+    clock = FakeClock()
+    config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
+    llm = ScriptedLLM(clock, {"What time is it?": "It is noon.", "Hello there.": "Hi."})
+    components = Components(config=config, asr=None, llm=llm, tts=ScriptedTTS(), tts_executor=InlineExecutor())
+    plain = replace(components, config=replace(config, session=SessionConfig(eou="none", head_start=False)))
+    script_a = [(0.3, SpeechStarted(0.3)), (1.2, PartialTranscript("", "What time is it?", 1.2)),
+                (1.5, SpeechEnded(1.5)), (1.6, FinalTranscript("What time is it?", 1.5)), (2.4, EndOfTurn(2.4, 0.9))]
+    script_b = [(0.3, SpeechStarted(0.3)), (1.0, PartialTranscript("", "Hello there.", 1.0)),
+                (1.2, SpeechEnded(1.2)), (1.3, FinalTranscript("Hello there.", 1.2)), (1.8, EndOfTurn(1.8, 0.9))]
+
+    async def main():
+        a = Session(components, clock, echo=None, listener=lambda *s: ScriptedListener(script_a, *s))
+        b = Session(plain, clock, echo=None, listener=lambda *s: ScriptedListener(script_b, *s))
+        events: dict[str, list] = {"a": [], "b": []}
+
+        async def consume(name, session):
+            async for event in session:
+                events[name].append(event)
+
+        consumers = [asyncio.create_task(consume("a", a)), asyncio.create_task(consume("b", b))]
+        for _ in range(25):
+            clock.advance(FRAME_S)
+            for session in (a, b):
+                await session.push_audio(AudioFrame(np.zeros(int(16000 * FRAME_S), np.float32), 16000))
+            await settle()
+        llm.gate.set()
+        await settle()
+        await a.end_input()
+        await b.end_input()
+        await asyncio.wait_for(asyncio.gather(*consumers), 10)
+        return events
+
+    try:
+        events = asyncio.run(main())
+    finally:
+        components.close()
+    # A held "What time is it?" at its speech end (1.5 s); B's confirmed reply (1.8 s) dropped it unheard
+    assert [m[-1]["content"] for m in llm.asked] == ["What time is it?", "Hello there.", "What time is it?"]
+    (turn_a,) = [e.timeline for e in events["a"] if isinstance(e, TurnCompleted)]
+    assert turn_a.extra["preemptive"] == "miss" and turn_a.extra["preemptive_drops"] == ["confirmed_elsewhere"]
+    assert turn_a.reply == "It is noon." and turn_a.reply_started_at_s == pytest.approx(2.4)
+    (turn_b,) = [e.timeline for e in events["b"] if isinstance(e, TurnCompleted)]
+    assert turn_b.reply == "Hi." and turn_b.extra["preemptive"] == "none"
