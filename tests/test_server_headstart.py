@@ -145,7 +145,8 @@ def test_a_pause_then_more_speech_drops_the_held_reply_and_answers_all_of_it(com
     # the answer is to all 18 s: its prompt is the transcript of both parts
     assert word_error_rate(reference, started["transcript"]) <= 0.35, started["transcript"]
     (metrics,) = client.of("metrics.turn")
-    assert metrics["preemptive_misses"] >= 1 and metrics["preemptive_wasted_tokens"] >= 0
+    # the dropped reply had made audio, so its tokens (at least one) count as wasted
+    assert metrics["preemptive_misses"] >= 1 and metrics["preemptive_wasted_tokens"] >= 1
     assert metrics["preemptive"] in ("hit", "miss")  # a second held reply, on all of it, may be released
     assert client.of("reply.done")[0]["reply_id"] == started["reply_id"]
 
