@@ -64,6 +64,14 @@ def test_off_every_check_says_no():
     assert not guard.sure_echo(True, lambda: 0.2)
 
 
-def test_echo_text_adds_the_spoken_form():
-    assert echo_text("I'm going 10 meters forward.") == "I'm going 10 meters forward. I'm going ten meters forward."
+def test_the_echo_of_a_number_is_recognised_in_its_spoken_form():
+    """The voice says "ten" for "10" and the ASR may write either: both count as the reply's words when
+    the session tells its own echo from the user (a CI run saw "I'm going ten." taken for a barge-in)."""
+    from headstart.turntaking import is_echo_text
+
+    reply = echo_text("I'm going 10 meters forward.")
+    assert reply == "I'm going 10 meters forward. I'm going ten meters forward."
     assert echo_text("Hello there.") == "Hello there."
+    assert is_echo_text("I'm going ten.", reply) and is_echo_text("I'm going 10 meters.", reply)
+    assert not is_echo_text("I'm going ten.", "I'm going 10 meters forward.")  # the raw text alone
+    assert not is_echo_text("stop please", reply)
