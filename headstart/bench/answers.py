@@ -18,7 +18,8 @@ Every scored reply is checked twice (`check`):
   not the question restated as the answer (no content word beyond the user's own words).
 
 An item is right when both hold. Prints a table per model, prompt and kind, the failures in full,
-a summary with decode speed and the system prompt's one-off prefill per session, then one JSON line.
+a summary with decode speed, the system prompt's one-off prefill per session and a turn's TTFT with
+that prefill cached (`_turn_ttft`: what the prompt's length costs per turn), then one JSON line.
 """
 
 from __future__ import annotations
@@ -36,17 +37,23 @@ from pathlib import Path
 
 from headstart.config import LLMConfig, ThreadPlan
 
-__all__ = ["KINDS", "PROMPTS", "Item", "Verdict", "add_arguments", "check", "content_faults", "load_items",
+__all__ = ["KINDS", "PROMPTS", "Item", "Verdict", "add_arguments", "check", "content_faults", "item_overlap",
+           "load_items",
            "normalize", "prompt_copy", "run_from_args", "sentences", "spoken_form_faults"]
 
 KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled")
 EXPECTS = ("answer", "refusal", "question")
 DATA_FILE = "answers.json"
 
-# Candidate system prompts. "current" is LLMConfig's default; the others were written for this bench
-# (their worked examples are not bench items). Choose with --prompt NAME (repeatable) or file:PATH.
+# Candidate system prompts. "current" is LLMConfig's default; "previous" the default before issue 21's
+# choice; the others were written for this bench (their worked examples are not bench items, checked by
+# `item_overlap`). Choose with --prompt NAME (repeatable) or file:PATH. Scores: docs/llm.md.
 PROMPTS: dict[str, str] = {
     "current": LLMConfig().system_prompt,
+    "previous": (
+        "You are headstart, a friendly voice assistant. Your answers are spoken aloud, so reply in one "
+        "or two short, plain sentences, without lists, markdown or emoji."
+    ),
     "rules": (
         "You are headstart, a voice assistant. Everything you say is read aloud, so answer in one short "
         "sentence, two at most, in plain words, with no lists, markdown, code or emoji. Give the answer "
@@ -95,6 +102,114 @@ PROMPTS: dict[str, str] = {
         "sentence, the answer first, with no lists. You can only talk: you cannot control devices, call, "
         "message, play music, set timers, or know the time or weather; when asked to, say that you can't. If the "
         "user's words are unclear, cut off or make no sense, do not repeat them: ask what they meant."
+    ),
+    "canned-greet": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud. Answer in one "
+        "short, plain sentence, the answer first, with no lists. You can only talk: you cannot control "
+        "devices, call, message, play music, order, set timers, or know the time or weather; when asked "
+        "to, say \"Sorry, I can't do that, I can only talk.\" If the user's words are cut off or make no "
+        "sense, do not repeat them; say \"Sorry, could you say that again?\" Greetings, thanks and goodbyes "
+        "get a short friendly reply."
+    ),
+    "canned-ask-first": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud. Answer in one "
+        "short, plain sentence, the answer first, with no lists. If the user's words stop mid-sentence or "
+        "make no sense, do not guess or repeat them; say \"Sorry, could you say that again?\" You can only "
+        "talk: when clearly asked to control a device, call, message, play music, order, or set a timer, "
+        "or asked the time or weather, say \"Sorry, I can't do that, I can only talk.\" Greetings, thanks "
+        "and goodbyes get a short friendly reply."
+    ),
+    "canned-examples": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud. Answer in one "
+        "short, plain sentence, the answer first, with no lists. You can only talk: you cannot control "
+        "devices, call, message, play music, order, set timers, or know the time or weather; when asked "
+        "to, say \"Sorry, I can't do that, I can only talk.\" If the user's words are cut off or make no "
+        "sense, do not repeat them; say \"Sorry, could you say that again?\" Greetings, thanks and goodbyes "
+        "get a short friendly reply.\n"
+        "Examples:\n"
+        "User: \"Book me a table for two tonight.\" You: \"Sorry, I can't do that, I can only talk.\"\n"
+        "User: \"Could you check the, er\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Lamp seven over the, banana.\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Nice to meet you!\" You: \"Nice to meet you too!\"\n"
+        "User: \"How do I stop hiccups?\" You: \"Hold your breath for about ten seconds, or sip cold water "
+        "slowly.\""
+    ),
+    "fewshot": (
+        "You are headstart, a voice assistant. Your replies are spoken aloud, so each reply is one short "
+        "sentence in plain words: the answer itself, never the question repeated, never a list.\n"
+        "You can only talk. You have no tools: you cannot switch or control anything, move, call, text, "
+        "play music, order, book, set timers or reminders, and you do not know the time or the weather. "
+        "For such a request, reply with one sentence that says you can't.\n"
+        "When the user's words are broken off or make no sense, ask them to say it again.\n"
+        "For greetings, thanks and goodbyes, reply warmly in a few words.\n"
+        "Here is how a conversation with you sounds (these are examples, not the user's questions):\n"
+        "User: \"What language do people speak in Brazil?\"\n"
+        "headstart: \"Portuguese.\"\n"
+        "User: \"What's eighty minus twenty-five?\"\n"
+        "headstart: \"Fifty-five.\"\n"
+        "User: \"Book me a table for two tonight.\"\n"
+        "headstart: \"Sorry, I can't book anything, I can only talk.\"\n"
+        "User: \"How do I stop hiccups?\"\n"
+        "headstart: \"Hold your breath for ten seconds, or sip cold water slowly.\"\n"
+        "User: \"Nice to meet you!\"\n"
+        "headstart: \"Nice to meet you too!\"\n"
+        "User: \"Could you check the, er\"\n"
+        "headstart: \"Sorry, I missed the end of that, could you say it again?\""
+    ),
+    "examples-rules": (
+        "You are headstart, a friendly voice assistant. What you say is read aloud, so reply in one "
+        "short, plain sentence, two at most, with no lists, markdown or emoji. Answer the question "
+        "directly; never repeat it back. You can only talk: you cannot control devices, move, call, "
+        "message, play music, order things, set timers or reminders, or know the time or weather, so when "
+        "asked to do one of these, say you can't in one sentence. If the user's words are cut off or make "
+        "no sense, ask them briefly to say it again.\n"
+        "\n"
+        "Examples of good replies:\n"
+        "User: \"What language do people speak in Brazil?\"\n"
+        "You: \"Portuguese.\"\n"
+        "User: \"What's eighty minus twenty-five?\"\n"
+        "You: \"Fifty-five.\"\n"
+        "User: \"Book me a table for two tonight.\"\n"
+        "You: \"Sorry, I can't book things, I can only talk with you.\"\n"
+        "User: \"How do I stop hiccups?\"\n"
+        "You: \"Hold your breath for about ten seconds, or sip a glass of cold water slowly.\"\n"
+        "User: \"Nice to meet you!\"\n"
+        "You: \"Nice to meet you too, what would you like to talk about?\"\n"
+        "User: \"How many days are in a week?\"\n"
+        "You: \"Seven.\"\n"
+        "User: \"And in a fortnight?\"\n"
+        "You: \"Fourteen.\"\n"
+        "User: \"Could you check the, er\"\n"
+        "You: \"Sorry, I missed the end of that, could you say it again?\""
+    ),
+    "examples-canned": (
+        "You are headstart, a friendly voice assistant that can only talk. Your replies are spoken aloud: "
+        "one short, plain sentence, the answer first, no lists.\n"
+        "You cannot control devices, move, call, message, play music, order things, set timers or "
+        "reminders, or know the time or weather; if asked, say \"Sorry, I can't do that, I can only "
+        "talk.\"\n"
+        "If the user's words are cut off or make no sense, say \"Sorry, I didn't catch that, could you say "
+        "it again?\"\n"
+        "Greetings, thanks and goodbyes get a warm short reply in kind.\n"
+        "\n"
+        "Examples:\n"
+        "User: \"What language do people speak in Brazil?\" You: \"Portuguese.\"\n"
+        "User: \"What's eighty minus twenty-five?\" You: \"Eighty minus twenty-five is fifty-five.\"\n"
+        "User: \"Book me a table for two tonight.\" You: \"Sorry, I can't do that, I can only talk.\"\n"
+        "User: \"How do I stop hiccups?\" You: \"Hold your breath for about ten seconds, or sip cold water "
+        "slowly.\"\n"
+        "User: \"Nice to meet you!\" You: \"Nice to meet you too!\"\n"
+        "User: \"Could you check the, er\" You: \"Sorry, I didn't catch that, could you say it again?\""
+    ),
+    "if-then": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud, so never use "
+        "lists.\n"
+        "If asked a question, answer it in one short sentence.\n"
+        "If asked how to do something, give the key steps in one or two short sentences.\n"
+        "If asked to do something, such as control a device, call, message, play music, order, or set a "
+        "timer or reminder, or asked the time or weather, say \"Sorry, I can't do that, I can only talk.\"\n"
+        "If the words are cut off or make no sense, say \"Sorry, could you say that again?\"\n"
+        "If greeted, thanked or told goodbye, reply in kind."
     ),
 }
 
@@ -290,6 +405,22 @@ def prompt_copy(answer: str, system_prompt: str, user_turns: Sequence[str] = (),
     return None
 
 
+def item_overlap(system_prompt: str, items: Sequence[Item], n: int = 5) -> str | None:
+    """The first run of `n` words that `system_prompt` shares with a user turn of `items`, as "id: run",
+    or None: a candidate prompt whose worked examples copy or closely paraphrase bench items would
+    score what it was tuned on (quoted text counts too; `n` 5 lets a shared template such as "what's
+    the capital of" through)."""
+    prompt = " " + " ".join(_WORD.findall(normalize(system_prompt))) + " "
+    for item in items:
+        for turn in item.turns:
+            words = _WORD.findall(normalize(turn))
+            for i in range(len(words) - n + 1):
+                run = " ".join(words[i:i + n])
+                if f" {run} " in prompt:
+                    return f"{item.id}: {run}"
+    return None
+
+
 def content_faults(item: Item, answer: str, system_prompt: str = "") -> list[str]:
     """What is wrong with what `answer` says for `item`: "empty reply", "missing: a | b" (a `must`
     group), "says: x" (a `must_not` phrase), "no refusal", "claims to act", "no question back",
@@ -400,6 +531,33 @@ def _session_prefill(engine, system_prompt: str) -> tuple[int, float]:
     return len(ids), best
 
 
+# A conversation that is not a bench item, for `_turn_ttft`: one earlier exchange, then the turn.
+_TTFT_HISTORY = ({"role": "user", "content": "Hello there."},
+                 {"role": "assistant", "content": "Hello, what can I do for you?"})
+_TTFT_TURN = {"role": "user", "content": "Could you tell me a fun fact about owls?"}
+
+
+def _turn_ttft(engine, system_prompt: str, repeats: int = 5) -> float:
+    """Median seconds (of `repeats`) from a user turn's end to the logits of its first reply token, with
+    what the session prefills while the agent is silent already in the cache (the system prompt, the
+    earlier exchange, the user's message header): the per-turn cost of the system prompt's length. The
+    turn's own words are not prefilled beforehand (no incremental prefill, the slow case)."""
+    from headstart.llm.stream import with_system_prompt
+
+    prefix = engine.render_prompt(with_system_prompt([*_TTFT_HISTORY, {"role": "user", "content": ""}], system_prompt),
+                                  add_generation_prompt=False)
+    full = engine.render_prompt(with_system_prompt([*_TTFT_HISTORY, _TTFT_TURN], system_prompt))
+    times = []
+    for _ in range(repeats):
+        engine.reset()
+        engine.sync_to(prefix)
+        t0 = time.perf_counter()
+        int(engine.prefill(full).argmax())
+        times.append(time.perf_counter() - t0)
+    engine.reset()
+    return statistics.median(times)
+
+
 def _prompt_text(spec: str) -> tuple[str, str]:
     """(name, text) for --prompt: a name in PROMPTS or file:PATH. ValueError otherwise."""
     if spec.startswith("file:"):
@@ -495,6 +653,7 @@ def run_from_args(args: argparse.Namespace) -> int:
             decoder = build_decoder(engine, base, threads)
             for name, text in prompts:
                 prompt_tokens, prefill_s = _session_prefill(engine, text)
+                turn_ttft_s = _turn_ttft(engine, text)
                 for soft in softs:
                     config = replace(base, system_prompt=text, soft_max_tokens=soft)
                     log(f"{model} / prompt {name} / soft_max_tokens {soft}: {len(items)} items")
@@ -504,7 +663,7 @@ def run_from_args(args: argparse.Namespace) -> int:
                         verdicts.append(verdict)
                         log(f"  [{n}/{len(items)}] {'ok  ' if verdict.ok else 'FAIL'} {item.id}: {verdict.answer!r}")
                     runs.append(_summary(model, name, text, soft, prompt_tokens, prefill_s, verdicts, stats,
-                                         time.perf_counter() - t0, engine))
+                                         time.perf_counter() - t0, engine, turn_ttft_s))
             del engine, decoder
     finally:
         executor.shutdown(wait=True)
@@ -518,7 +677,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     return 0
 
 
-def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, verdicts, stats, seconds, engine):
+def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, verdicts, stats, seconds, engine,
+             turn_ttft_s=None):
     by_kind = {}
     for v in verdicts:
         k = by_kind.setdefault(v.item.kind, {"right": 0, "total": 0, "content_ok": 0, "form_faults": 0})
@@ -540,6 +700,7 @@ def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, ve
         "reply_tokens_mean": round(statistics.mean(stats.reply_tokens), 1) if stats.reply_tokens else None,
         "ttft_s_median": round(statistics.median(stats.ttft_s), 3) if stats.ttft_s else None,
         "session_prefill_tokens": prompt_tokens, "session_prefill_s": round(prefill_s, 3),
+        "turn_ttft_s": None if turn_ttft_s is None else round(turn_ttft_s, 4),
         "seconds": round(seconds, 1),
         "failures": [{"id": v.item.id, "answer": v.answer, "faults": [*v.content, *v.form]}
                      for v in verdicts if not v.ok],
@@ -568,9 +729,10 @@ def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None
             faults = "; ".join([*v.content, *v.form]) or "ok"
             print(f"  {v.item.id} [{faults}]\n      user: {turns}{before}\n      reply: {v.answer!r}")
     print(f"\n{'model':<22}{'prompt':<10}{'soft':>5}{'score':>7}{'content':>9}{'form':>6}{'tok/s':>7}"
-          f"{'reply tok':>10}{'sys tok':>8}{'sys prefill s':>14}")
+          f"{'reply tok':>10}{'sys tok':>8}{'sys prefill s':>14}{'turn TTFT s':>12}")
     for r in runs:
         print(f"{r['model']:<22}{r['prompt']:<10}{str(r['soft_max_tokens']):>5}{r['score']:>7.0%}"
               f"{r['content_score']:>9.0%}{r['form_violation_rate']:>6.0%}{r['decode_tok_per_s'] or 0:>7.2f}"
-              f"{r['reply_tokens_mean'] or 0:>10.1f}{r['session_prefill_tokens']:>8}{r['session_prefill_s']:>14.3f}")
+              f"{r['reply_tokens_mean'] or 0:>10.1f}{r['session_prefill_tokens']:>8}{r['session_prefill_s']:>14.3f}"
+              f"{r['turn_ttft_s'] or 0:>12.3f}")
     print()
