@@ -50,13 +50,13 @@ class ASRConfig:
     beam_size: int = 1
     language: str | None = "en"
     # re-transcribe the growing utterance at most this often (None: the engine's, `ListeningDefaults` in
-    # voice/asr.py: 0.4 s whisper, 0.3 s Moonshine)
+    # voice/asr.py: 0.4 s whisper, 0.2 s Moonshine)
     min_new_audio_s: float | None = None
     # past this much buffered audio the partial interval grows in proportion to the buffer (for engines
     # whose pass cost grows with the audio; pauses still start a pass). None: the engine's (whisper: inf,
     # never; Moonshine: 2 s)
     partial_long_s: float | None = None
-    agreement_n: int = 2  # LocalAgreement-n
+    agreement_n: int | None = None  # LocalAgreement-n (None: the engine's, whisper 2, Moonshine 3)
     no_speech_threshold: float = 0.6  # drop a segment above this no-speech probability ...
     log_prob_threshold: float = -1.0  # ... if its average token log-probability is also below this
     compression_ratio_threshold: float = 2.4  # drop a segment that compresses better (repetition loop)

@@ -12,10 +12,11 @@ import pytest
 
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import FinalTranscript, PartialTranscript
-from headstart.voice.asr import ListeningDefaults
+from headstart.voice.asr import ListeningDefaults, Transcription
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.listener import Listener
 from headstart.voice.vad import SileroVAD
+from headstart.voice.words import Word, join_words
 from listener_driver import run_listener
 from test_voice_listener import EarlyMistakeASR, EnergyASR, silence
 
@@ -64,6 +65,31 @@ def test_the_engines_settings_apply_where_the_config_leaves_them_none(sentence, 
     assert next(e for e in events if isinstance(e, FinalTranscript)).text.split()[0] == "how"
 
 
+class _GuessesOnShortAudio(EnergyASR):
+    """Mishears the first word while it has under 1.2 s of audio (as Moonshine guesses "M." for "And Mr.")."""
+
+    def transcribe(self, samples, offset_s=0.0):
+        result = super().transcribe(samples, offset_s)
+        if not result.words or samples.shape[0] >= 1.2 * SR:
+            return result
+        first = result.words[0]
+        words = (Word(" how", first.start_s, first.end_s),) + result.words[1:]
+        return Transcription(words, join_words(words), 0.0, -0.1, result.audio_s)
+
+
+@pytest.mark.parametrize("agreement_n", [2, 3])
+def test_the_engines_agreement_n_decides_what_short_audio_commits(sentence, asr_executor, agreement_n):
+    class Engine(_GuessesOnShortAudio):
+        listening = ListeningDefaults(partial_interval_s=0.3, agreement_n=agreement_n)
+
+    asr = Engine()
+    events = asyncio.run(run_listener(_listener(asr, asr_executor), np.concatenate([sentence, silence(1.0)])))
+    short = [length for _, length, _ in asr.calls if length < 1.2]
+    assert len(short) >= 2, short  # the guess comes twice or more: LocalAgreement-2 commits it, -3 does not
+    committed = [e.committed for e in events if isinstance(e, PartialTranscript) and e.committed]
+    assert committed and committed[0].startswith("how") == (agreement_n == 2), committed
+
+
 def test_an_engine_without_settings_streams_as_whisper_does(sentence, asr_executor):
     asr = EnergyASR()  # no `listening`: ListeningDefaults(), whisper's (a pass per 0.4 s of audio)
     asyncio.run(run_listener(_listener(asr, asr_executor), np.concatenate([sentence, silence(1.0)])))
@@ -72,7 +98,8 @@ def test_an_engine_without_settings_streams_as_whisper_does(sentence, asr_execut
     assert steps.size and np.median(steps) >= 0.38, lengths
 
 
-@pytest.mark.parametrize("config", [ASRConfig(min_new_audio_s=-0.1), ASRConfig(partial_long_s=0.0), ASRConfig(final_slack_s=-1.0)])
+@pytest.mark.parametrize("config", [ASRConfig(min_new_audio_s=-0.1), ASRConfig(partial_long_s=0.0), ASRConfig(final_slack_s=-1.0),
+                                    ASRConfig(agreement_n=0)])
 def test_bad_cadence_settings_are_clear_errors(asr_executor, config):
     with pytest.raises(ValueError, match="ASRConfig"):
         _listener(EnergyASR(), asr_executor, config)

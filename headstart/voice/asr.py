@@ -68,12 +68,15 @@ class ListeningDefaults:
             (`ASRConfig.final_slack_s`).
         final_redecode: the FinalTranscript is the final pass' own hypothesis, not the committed words
             plus its words beyond them (`ASRConfig.final_redecode`).
+        agreement_n: how many consecutive passes must agree on a word before it is committed
+            (LocalAgreement-n, `ASRConfig.agreement_n`).
     """
 
     partial_interval_s: float = 0.4
     partial_long_s: float = float("inf")
     final_slack_s: float = 0.15
     final_redecode: bool = False
+    agreement_n: int = 2
 
 
 @dataclass(frozen=True, slots=True)

@@ -179,10 +179,13 @@ class Listener:
         long_s = engine.partial_long_s if config.partial_long_s is None else config.partial_long_s
         slack_s = engine.final_slack_s if config.final_slack_s is None else config.final_slack_s
         self._redecode = engine.final_redecode if config.final_redecode is None else bool(config.final_redecode)
+        self._agreement_n = engine.agreement_n if config.agreement_n is None else config.agreement_n
         if not interval_s >= 0:
             raise ValueError(f"ASRConfig.min_new_audio_s must be >= 0, got {interval_s}")
         if not long_s > 0:
             raise ValueError(f"ASRConfig.partial_long_s must be > 0 (inf: never), got {long_s}")
+        if not (isinstance(self._agreement_n, int) and self._agreement_n >= 1):
+            raise ValueError(f"ASRConfig.agreement_n must be an int >= 1, got {self._agreement_n!r}")
         if config.early_final_s is not None and not config.early_final_s > 0:
             raise ValueError(f"ASRConfig.early_final_s must be > 0 or None, got {config.early_final_s}")
         if not slack_s >= 0:
@@ -372,7 +375,7 @@ class Listener:
 
     def _open(self, start: int) -> _Utterance:
         utterance = _Utterance(
-            start=start, agreement=LocalAgreement(self._config.agreement_n), audio_start=start, last_pass_end=start
+            start=start, agreement=LocalAgreement(self._agreement_n), audio_start=start, last_pass_end=start
         )
         self._current = utterance
         self._utterances.append(utterance)

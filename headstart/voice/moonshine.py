@@ -151,11 +151,14 @@ class MoonshineASR:
     """
 
     # A pass costs ~30 ms per second of audio: frequent partials while the utterance is short, spaced out
-    # in proportion past 2 s (the VAD's pauses still start one). The final is a pass that heard 0.05 s past
-    # the VAD's last voiced window (Moonshine loses the last word on audio that stops at the speech end),
-    # and its own hypothesis (the partials' committed words came from shorter audio). The measurements
-    # behind each value: docs/listening.md ("Moonshine's partial cadence and final pass").
-    listening = ListeningDefaults(partial_interval_s=0.3, partial_long_s=2.0, final_slack_s=0.05, final_redecode=True)
+    # in proportion past 2 s (the VAD's pauses still start one); three passes must agree before a word is
+    # committed (two commit its guesses on under a second of audio). The final is a pass that heard 0.05 s
+    # past the VAD's last voiced window (Moonshine loses the last word on audio that stops at the speech
+    # end), and its own hypothesis. The measurements behind each value: docs/listening.md ("Moonshine:
+    # its end of turn, its partial cadence and its final pass").
+    listening = ListeningDefaults(
+        partial_interval_s=0.2, partial_long_s=2.0, final_slack_s=0.05, final_redecode=True, agreement_n=3
+    )
 
     def __init__(self, model_path: str | Path, config: ASRConfig, cpu_threads: int) -> None:
         path = Path(model_path).expanduser()
