@@ -39,6 +39,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "(llm/eagle.py, trained by train-eagle; runs on the int8 default path)")
     parser.add_argument("--eagle", default=None, help="EAGLE network file (default: where train-eagle saves it)")
     parser.add_argument("--min-confidence", type=float, default=0.0, help="eagle: stop drafting below this top probability")
+    parser.add_argument("--system-prompt", default=None,
+                        help="eagle: the system prompt of the decode prompts (default: LLMConfig's; the network "
+                             "drafts best after the one it was trained with, train-eagle --system-prompt)")
     parser.add_argument("--verify-costs", action="store_true",
                         help="instead: the cost of a verify of k = 1..9 positions, of layers 1..L and of one EAGLE "
                              "step against one decode step, and the speed-up bound (bench/verify_costs.py)")
@@ -408,6 +411,10 @@ def _eagle_run(args: argparse.Namespace) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     engine.warm_up()
+    if args.system_prompt is not None:
+        from dataclasses import replace
+
+        config = replace(config, system_prompt=args.system_prompt)
     prompts = _bench_prompts(engine, config, args.prompts)
     policy = DraftingPolicy(min_spec_steps=10**9)  # forced on: the raw trade-off
     policy.record_plain(1.0)
@@ -431,7 +438,11 @@ def _eagle_run(args: argparse.Namespace) -> int:
     stats = decoder.stats
     plain_tps = plain_n / plain_s if plain_s else 0.0
     spec_tps = spec_n / spec_s if spec_s else 0.0
+    import hashlib
+
     result = {"model": args.model, "drafter": "eagle", "quantize": engine.quantize, "threads": args.threads,
+              "system_prompt_sha256": hashlib.sha256(config.system_prompt.encode()).hexdigest()[:16],
+              "context_tokens": [len(p) for p in prompts],
               "exit_layer": exit_layer, "num_layers": n, "feature_offset": net.cfg.feature_offset, "k": args.k,
               "decode_tokens": args.decode_tokens, "prompts": len(prompts), "plain_tok_per_s": round(plain_tps, 2),
               "eagle_tok_per_s": round(spec_tps, 2), "speedup": round(spec_tps / plain_tps, 3) if plain_tps else None,

@@ -203,7 +203,10 @@ class EagleNet(nn.Module):
         if q > 1:
             allowed = torch.arange(start + q, device=x.device)[None, :] <= positions[:, None]
             mask = torch.zeros(q, start + q, dtype=x.dtype, device=x.device).masked_fill_(~allowed, float("-inf"))
-        attn = nn.functional.scaled_dot_product_attention(qh, self._expand(keys), self._expand(values), attn_mask=mask)
+        # grouped-query attention without copying the cache per head (enable_gqa): a copy per draft step
+        # cost more than the rest of the step (measured, docs/llm.md)
+        attn = nn.functional.scaled_dot_product_attention(qh, keys, values, attn_mask=mask,
+                                                          enable_gqa=self.cfg.num_heads != self.cfg.num_kv_heads)
         return self._finish(x, attn)
 
     # -- training -------------------------------------------------------------------------------------

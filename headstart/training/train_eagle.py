@@ -340,16 +340,17 @@ def data_path(folder: Path, key: str) -> Path:
 
 
 def load_or_collect(model: Any, tokenizer: Any, folder: Path, conversations: list, exit_layers: list[int],
-                    max_new_tokens: int, batch_size: int, quantize: str | None, log: Any) -> tuple[EagleData, bool, float]:
-    """The recorded data for `conversations` (train_proposal.Conversation), from the cache or collected
-    now in shards of 250 conversations (a longer run reuses the shards of a shorter one). Returns (data,
-    all cached, seconds spent collecting)."""
+                    max_new_tokens: int, batch_size: int, quantize: str | None, log: Any,
+                    system_prompt: str | None = None) -> tuple[EagleData, bool, float]:
+    """The recorded data for `conversations` (train_proposal.Conversation) after `system_prompt` (None:
+    LLMConfig's), from the cache or collected now in shards of 250 conversations (a longer run reuses the
+    shards of a shorter one). Returns (data, all cached, seconds spent collecting)."""
     import torch
 
     from headstart.config import LLMConfig
     from headstart.training.train_proposal import _end_ids, render_prompts
 
-    system_prompt = LLMConfig().system_prompt
+    system_prompt = LLMConfig().system_prompt if system_prompt is None else system_prompt
     prompts = render_prompts(tokenizer, conversations, system_prompt)
     ends = _end_ids(model, tokenizer)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else min(ends)
@@ -434,6 +435,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", default=None, help="where to save (default: the headstart cache)")
     parser.add_argument("--no-save", action="store_true")
     parser.add_argument("--collect-only", action="store_true", help="collect (and cache) the data, train nothing")
+    parser.add_argument("--system-prompt", default=None,
+                        help="the system prompt of the training conversations (default: LLMConfig's; the network "
+                             "drafts best after the prompt it was trained with)")
     parser.add_argument("--json", action="store_true")
 
 
@@ -482,8 +486,11 @@ def run_from_args(args: argparse.Namespace) -> int:
     conversations = default_conversations(multi_turn_training=True)
     held_texts = [t for c in conversations if c.held_out for r, t in c.messages if r == "user"]
     conversations += [Conversation(m) for m in spoken_conversations(args.synthetic, exclude=held_texts)]
+    from headstart.config import LLMConfig
+
+    system_prompt = LLMConfig().system_prompt if args.system_prompt is None else args.system_prompt
     data, cached, data_s = load_or_collect(model, tokenizer, folder, conversations, layers, args.max_new_tokens,
-                                           args.batch_size, args.quantize, log)
+                                           args.batch_size, args.quantize, log, system_prompt)
     if args.collect_only:
         print(json.dumps({"model": args.model, "conversations": len(conversations), "data_cached": cached,
                           "data_s": round(data_s, 1), "train_positions": data.positions(False),
@@ -515,7 +522,8 @@ def run_from_args(args: argparse.Namespace) -> int:
             if L == exit_layer:
                 chosen = (net, rows[-1])
     net, row = chosen
-    net.cfg.meta = {"train_positions": row["train_positions"], "agreement": row["agreement"], "steps": args.steps,
+    net.cfg.meta = {"system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16],
+                    "train_positions": row["train_positions"], "agreement": row["agreement"], "steps": args.steps,
                     "epochs": args.epochs, "quantize": args.quantize, "synthetic": args.synthetic}
     out = None
     if not args.no_save:
