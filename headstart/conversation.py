@@ -31,6 +31,22 @@ CONTINUATION_MAX_HEARD_S = 1.0
 _UNMADE = object()
 
 
+def history_window(llm, config) -> Callable[[], object]:
+    """A `Conversation`'s `window` for `llm` (an `LLMBackend`: `max_positions`, `count_tokens`) and
+    `config` (`LLMConfig`): the `TurnWindow` that bounds the history by `config.max_history_tokens`
+    (default "auto": what fits the LLM's context besides the reply, `history_budget`), or None for
+    "none". Made on first use: it counts with the LLM's tokenizer."""
+
+    def make():
+        from headstart.llm.history import TurnWindow, history_budget
+
+        budget = history_budget(config.max_history_tokens, llm.max_positions, config.max_new_tokens,
+                                llm.count_tokens(config.system_prompt))
+        return None if budget is None else TurnWindow(budget, llm.count_tokens)
+
+    return make
+
+
 class Conversation:
     """One session's chat (see the module docstring).
 

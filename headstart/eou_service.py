@@ -160,6 +160,12 @@ class EOUService:
     def acoustic_enabled(self) -> bool:
         return self.acoustic is not None
 
+    @property
+    def listener_scorers(self) -> tuple:
+        """`(eou_scorer, acoustic_scorer)` as a listener takes them: `score`, `score_acoustic`, or None
+        for a signal this service does not give."""
+        return (self.score if self.enabled else None, self.score_acoustic if self.acoustic_enabled else None)
+
     async def score_acoustic(self, samples) -> float | None:
         """The acoustic model's P(complete) of the turn's audio (the listener's `acoustic_scorer`)."""
         return await asyncio.get_running_loop().run_in_executor(

@@ -33,14 +33,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
-from dataclasses import dataclass
 
 from headstart.audio import AudioFrame
 from headstart.clock import Clock, MonotonicClock
 from headstart.components import Components
-from headstart.conversation import Conversation
-from headstart.echo import EchoDetector, EchoGuard, echo_text, normalized_xcorr_peak
+from headstart.conversation import Conversation, history_window
+from headstart.echo import EchoDetector, EchoGuard, normalized_xcorr_peak
 from headstart.eou_service import EOUService, fuses_reply_prefill
 from headstart.events import (
     EndOfTurn,
@@ -50,6 +48,8 @@ from headstart.events import (
     SpeechStarted,
 )
 from headstart.head_start import HeadStart
+from headstart.listening import Listening, default_listener
+from headstart.replies import FromReply, Replies
 from headstart.reply import (
     Reply,
     ReplyAudio,
@@ -89,7 +89,6 @@ __all__ = [
 
 _END = object()
 _FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionConfig.eou names
-_reply_ids = itertools.count(1)
 
 
 class Session:
@@ -135,50 +134,36 @@ class Session:
         self._components = components
         self._config = components.config
         self._clock: Clock = clock or MonotonicClock()
-        self._lead_s = playback_lead_s
-        self._frame_s = audio_frame_s
         self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
+        self._out: asyncio.Queue[object] = asyncio.Queue()
+        self.conversation = Conversation(self._config.llm.system_prompt, history_window(components.llm, self._config.llm))
+        self.replies = Replies(
+            components, self._clock, self.turns, self._echo, self.conversation, self._out.put_nowait, owner=self,
+            speech_started_at=lambda: self._speech_started_at, on_held_failed=lambda r: self.head_start.held_failed(r),
+            playback_lead_s=playback_lead_s, audio_frame_s=audio_frame_s)
         plan = components.eou_plan() if eou_scorer is _FROM_CONFIG else None
         self._endpoint_config = plan.endpoint if plan is not None else self._config.endpoint
         self.head_start = HeadStart(
-            self._clock, self._config.session, self._endpoint_config, open_turn=self._open_live_turn,
-            messages=self._messages, new_held=self._new_held_reply, possible=self._head_start_possible,
+            self._clock, self._config.session, self._endpoint_config, open_turn=self.replies.open_live_turn,
+            messages=self.conversation.messages, new_held=self._new_held_reply, possible=self._head_start_possible,
             priority=components.llm_priority, owner=self)
         self.eou = EOUService(
-            plan, components.llm, components.llm_executor, components.llm_priority, messages=self._messages,
+            plan, components.llm, components.llm_executor, components.llm_priority, messages=self.conversation.messages,
             can_compute=self._eou_can_compute, scorer=None if eou_scorer is _FROM_CONFIG else eou_scorer,
             on_failure=self._eou_failed, applies=self._config.endpoint.semantic or self.head_start.policy.preemptive,
             fuse_reply_prefill=bool(self.head_start.enabled and plan is not None and plan.model is not None
                                     and fuses_reply_prefill(plan.model, components.llm)),
             acoustic=components.acoustic_eou, acoustic_executor=components.acoustic_executor)
         self.eou.subscribe(self._on_eou)
-        self._make_listener = listener
-        self._listener = self._new_listener()
-        self._out: asyncio.Queue[object] = asyncio.Queue()
-        self.conversation = Conversation(self._config.llm.system_prompt, self._new_history_window)
+        make = listener or (lambda eou, acoustic: default_listener(components, self._endpoint_config, eou, acoustic))
+        self._listening = Listening(lambda: make(*self.eou.listener_scorers), self._on_listener_event, self._out.put_nowait)
         self.audio_clock = AudioClockMap()
         self._audio_s = 0.0
         self._turn: TurnTimeline | None = None
-        self._reply: Reply | None = None
-        self._listen_task: asyncio.Task[None] | None = None
-        self._listen_tasks: set[asyncio.Task[None]] = set()
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._speech_started_at: float | None = None  # the current utterance's first speech start
-
-    def _new_listener(self):
-        eou = self.eou
-        scorers = (eou.score if eou.enabled else None, eou.score_acoustic if eou.acoustic_enabled else None)
-        if self._make_listener is not None:
-            return self._make_listener(*scorers)
-        from headstart.voice.endpoint import Endpointer
-        from headstart.voice.listener import Listener
-        from headstart.voice.vad import create_vad
-
-        c = self._components
-        return Listener(create_vad(self._config.vad), c.asr, Endpointer(self._endpoint_config),
-                        self._config.asr, c.asr_executor, eou_scorer=scorers[0], acoustic_scorer=scorers[1])
 
     def _eou_can_compute(self) -> bool:
         """EOU estimates run only while the user is silent (the listener asks on every partial; mid-speech
@@ -186,7 +171,7 @@ class Session:
         VAD already hears silence (a partial then is likely the whole turn: its estimate, and the reply
         prompt prefilled with it, are ready when the speech end is confirmed), and while no reply is in
         progress (the llm thread is the reply's)."""
-        silence = self._listener.silence_pending
+        silence = self._listening.listener.silence_pending
         return not (self.turns.user is UserState.SPEAKING and not silence) and not self.reply_active
 
     def _eou_failed(self, exc: Exception) -> None:
@@ -211,11 +196,10 @@ class Session:
         """
         if self._closed:
             raise RuntimeError("the session's input has ended")
-        self._ensure_listening()
+        self._listening.start()
         if self.head_start.idle:
             self.head_start.prewarm()
-        self._listener.bargein_armed = self.turns.bargein_armed  # the VAD's quicker start over the reply
-        await self._listener.push(frame)
+        await self._listening.push(frame, self.turns.bargein_armed)  # the VAD's quicker start over the reply
         tt = self.turns  # the playback position this audio was heard at: echo after an underrun
         self._echo.heard(frame, tt.played_s() if tt.agent is AgentState.SPEAKING else None)
         self._audio_s += frame.duration_s
@@ -225,22 +209,18 @@ class Session:
         """The user ends the turn now (push-to-talk released): the speech so far gets its final
         transcript and end of turn at once, without waiting for the endpointer's silence
         (`Listener.commit`: the same listener goes on, so audio positions keep counting)."""
-        if self._closed or self._listen_task is None:
-            return
-        await self._listener.commit()  # the listener ends the utterance and goes on (audio_s keeps counting)
+        if not self._closed:
+            await self._listening.commit()  # the listener ends the utterance and goes on (audio_s keeps counting)
 
     async def clear_input(self) -> None:
         """Drop the user audio of the turn in progress (no transcript, no turn)."""
         if self._closed:
             return
-        task = self._listen_task
-        self._listener, self._listen_task = self._new_listener(), None
-        if task is not None:
-            await _cancel(task)
+        await self._listening.restart()
         self._turn = None
         self.eou.new_utterance()
         self.head_start.cancel("cleared")
-        self._apply(self.turns.cleared())
+        self.replies.apply(self.turns.cleared())
 
     async def interrupt(self, reason: str = "client", reply_id: str | None = None) -> bool:
         """Stop the current reply now (as a barge-in does). With `reply_id`, only if that is the reply
@@ -250,8 +230,8 @@ class Session:
         current = self.turns.reply_id
         if current is None or (reply_id is not None and reply_id != current):
             return False
-        reply = self._reply
-        self._apply(self.turns.interrupt(reason))
+        reply = self.replies.current
+        self.replies.apply(self.turns.interrupt(reason))
         return reply is not None and reply.cancelled
 
     def playback_position(self, reply_id: str, position_s: float) -> None:
@@ -260,7 +240,7 @@ class Session:
 
     async def reset(self) -> None:
         """Forget the conversation: stop any reply, drop the input in progress, clear the history."""
-        self._apply(self.turns.interrupt("reset"))
+        self.replies.apply(self.turns.interrupt("reset"))
         await self.clear_input()
         self.conversation.clear()
 
@@ -269,28 +249,21 @@ class Session:
         if self._closed:
             return
         self._closed = True
-        self._ensure_listening()
-        await self._listener.end_input()
-        assert self._listen_task is not None
-        await self._listen_task
+        await self._listening.end_input()
         self.head_start.cancel("cleared")  # a held reply the input never confirmed
-        if self._reply is not None and self._reply.task is not None:
+        reply = self.replies.current
+        if reply is not None and reply.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
-                await self._reply.task
+                await reply.task
         self._out.put_nowait(_END)
 
     async def aclose(self) -> None:
         """Stop everything at once (the client went away): no more events are produced."""
         self._closed = True
-        held = self.head_start.held
+        tasks = self.tasks  # the held reply's too, before the head start lets go of it
         self.head_start.cancel("closed")
-        tasks = [t for t in (*self._listen_tasks, self._listen_task, self._timer) if t is not None]
-        for reply in (self._reply, held):
-            if reply is None:
-                continue
-            reply.cancel("closed", 0.0)
-            if reply.task is not None:
-                tasks.append(reply.task)
+        if self.replies.current is not None:
+            self.replies.current.cancel("closed", 0.0)
         for task in tasks:
             task.cancel()
         for task in tasks:
@@ -299,9 +272,16 @@ class Session:
         self._out.put_nowait(_END)
 
     @property
+    def tasks(self) -> list[asyncio.Task]:
+        """The session's asyncio tasks not done yet (its listener's, the barge-in timer, its replies'):
+        none before its first audio, none once `aclose` returns."""
+        replies = [r.task for r in (self.replies.current, self.head_start.held) if r is not None]
+        return [t for t in (*self._listening.tasks, self._timer, *replies) if t is not None and not t.done()]
+
+    @property
     def reply_active(self) -> bool:
         """A reply is being generated or its audio is still leaving."""
-        return self._reply is not None and self._reply.running
+        return self.replies.active
 
     @property
     def user_state(self) -> UserState:
@@ -324,33 +304,13 @@ class Session:
                 raise StopAsyncIteration
             if isinstance(item, BaseException):
                 raise item
-            if isinstance(item, _FromReply):
+            if isinstance(item, FromReply):
                 if not item.reply.delivers(item.event):
                     continue  # cancel overtakes tokens and audio still queued
                 return item.event
             return item
 
-    # -- listening -----------------------------------------------------------------------------------
-
-    def _ensure_listening(self) -> None:
-        if self._listen_task is None:
-            task = asyncio.create_task(self._listen(self._listener), name="session-listen")
-            self._listen_task = task
-            self._listen_tasks.add(task)
-            task.add_done_callback(self._listen_tasks.discard)
-
-    async def _listen(self, listener) -> None:
-        try:
-            async for event in listener:
-                self._on_listener_event(event)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # noqa: BLE001 - surface to the consumer, never lose it
-            self._out.put_nowait(exc)
-
-    def _reply_text(self) -> str:
-        """The reply being played, as its echo may be written (`echo_text`), for telling it from the user."""
-        return "" if self._reply is None else echo_text(self._reply.text)
+    # -- routing -------------------------------------------------------------------------------------
 
     def _sure_echo(self) -> bool:
         return self._echo.sure_echo(self.turns.awaits_echo_verdict, self.turns.played_s)
@@ -370,11 +330,11 @@ class Session:
             self.eou.new_utterance()  # estimates of the text so far are stale once speech resumes
             self.head_start.speech_started()  # resumed speech drops held work
             self._out.put_nowait(event)
-            self._apply(actions)
+            self.replies.apply(actions)
             return
         elif isinstance(event, PartialTranscript):
             was_echo = tt.utterance == "echo"
-            self._apply(tt.words(event.text, self._reply_text(), echo=self._sure_echo()))
+            self.replies.apply(tt.words(event.text, self.replies.echo_text(), echo=self._sure_echo()))
             if was_echo and tt.utterance == "echo":
                 return
             turn = self._current_turn()
@@ -394,7 +354,7 @@ class Session:
                 self.head_start.speech_ended()
         elif isinstance(event, FinalTranscript):
             was_echo = tt.utterance == "echo"
-            self._apply(tt.final(event.text, self._reply_text(), echo=self._sure_echo()))
+            self.replies.apply(tt.final(event.text, self.replies.echo_text(), echo=self._sure_echo()))
             if tt.utterance == "ignored":
                 self._turn = None
                 self.conversation.no_continuation()  # the utterance that cut the reply off is no turn
@@ -430,7 +390,7 @@ class Session:
                 if isinstance(action, StartReply):
                     self._start_reply(turn)
                 else:
-                    self._apply([action])
+                    self.replies.apply([action])
             return
         self._out.put_nowait(event)
 
@@ -441,42 +401,27 @@ class Session:
             return  # a possible barge-in or echo: not (yet) a turn of its own
         self.head_start.partial(event.text)
 
-    # -- the head start --------------------------------------------------------------------------------
+    # -- the head start and the reply -----------------------------------------------------------------
 
     def _head_start_possible(self) -> bool:
-        """Speculative work only while the agent is silent and no reply is in progress: the chat the
-        user's turn follows is then final (a barge-in still rewrites the last assistant message)."""
-        reply = self._reply
-        return (
-            self.head_start.enabled and not self._closed
-            and self.turns.agent is AgentState.LISTENING
-            and (reply is None or not reply.running)
-        )
-
-    def _open_live_turn(self, messages: list[dict[str, str]]):
-        """The user turn's LiveTurn (incremental prefill) on this session's LLM, opened on `messages`."""
-        c = self._components
-        return c.llm.live_turn(messages, self._config.llm, c.llm_executor, clock=self._clock,
-                               decoder=self._decoder())
-
-    def _decoder(self):
-        """The process's speculative decoder (`Components.decoder`) when this session's config asks for
-        speculative decoding, else None (plain)."""
-        if self._config.llm.speculative == "none":
-            return None
-        return self._components.decoder
+        """Speculative work only while the head start is on, the session open and the agent silent
+        (`Replies.agent_silent`: the chat the user's turn follows is final)."""
+        return self.head_start.enabled and not self._closed and self.replies.agent_silent
 
     def _new_held_reply(self, stream, text: str, messages: list[dict[str, str]]) -> Reply:
-        return self._new_reply(self._current_turn(), stream=stream, held=True, hypothesis=text, messages=messages)
+        return self.replies.new(self._current_turn(), stream=stream, held=True, hypothesis=text, messages=messages)
 
-    def _release(self, reply: Reply, turn: TurnTimeline) -> None:
-        """End of turn on the held reply's own text: what it holds leaves now, in order."""
-        self._reply = reply
-        self._echo.reset_played()
-        # the history keeps the text the reply (and the KV cache) was conditioned on
-        self.conversation.add_user(reply.hypothesis)
-        self.turns.reply_started(reply.id)
-        reply.release(turn)  # ReplyStarted, then what it holds
+    def _start_reply(self, turn: TurnTimeline) -> None:
+        """The end of turn confirmed a reply: the held one if the head start releases it (a hit), else a
+        new one, on the turn's LiveTurn when it was opened on the chat as it is now."""
+        self.conversation.continue_turn(turn)
+        self.replies.interrupt_running("new_turn")
+        held = self.head_start.end_of_turn(turn)  # the released reply (a hit), or None
+        self.eou.record(turn)
+        if held is not None:
+            self.replies.release(held, turn)
+        else:
+            self.replies.start(turn, self.head_start.take_live())
 
     def _current_turn(self) -> TurnTimeline:
         if self._turn is None:
@@ -491,124 +436,7 @@ class Session:
 
     async def _poll_later(self, delay_s: float) -> None:
         await self._clock.sleep(delay_s)
-        self._apply(self.turns.poll())
-
-    # -- actions -------------------------------------------------------------------------------------
-
-    def _apply(self, actions: list[Action]) -> None:
-        reply = self._reply
-        for action in actions:
-            if reply is None or action.reply_id != reply.id:  # type: ignore[union-attr]
-                continue
-            if isinstance(action, Pause):
-                reply.pause()
-            elif isinstance(action, Resume):
-                reply.resume()
-            elif isinstance(action, Interrupt):
-                self._interrupt_reply(reply, action.played_s, action.reason)
-
-    def _interrupt_reply(self, reply: Reply, played_s: float, reason: str) -> None:
-        if reply.cancelled:
-            return
-        heard = reply.cancel(reason, played_s)
-        self.conversation.interrupted(reply.history_index, heard)
-        turn = reply.turn
-        self.conversation.cut_off(turn.end_of_turn_at_s, self._speech_started_at, played_s, reason)
-        turn.extra.update(interrupted=True, interrupt_reason=reason, played_s=round(played_s, 3), heard_text=heard)
-        if not reply.finished:
-            turn.reply = heard
-            turn.reply_done_at_s = self._clock.now()
-        self._out.put_nowait(ReplyInterrupted(reply.id, heard, played_s, reason))
-        if not reply.finished:
-            self._out.put_nowait(TurnCompleted(turn, reply.id, interrupted=True))
-        if self._reply is reply:
-            self._reply = None
-        self._echo.reset_played()
-
-    # -- the reply -----------------------------------------------------------------------------------
-
-    def _start_reply(self, turn: TurnTimeline) -> None:
-        self.conversation.continue_turn(turn)
-        old = self._reply
-        if old is not None and old.running and not old.cancelled:
-            self._interrupt_reply(old, self.turns.played_s(), "new_turn")
-        held = self.head_start.end_of_turn(turn)  # the released reply (a hit), or None
-        self.eou.record(turn)
-        if held is not None:
-            self._release(held, turn)
-            return
-        live = self.head_start.take_live()
-        reply = self._new_reply(turn)
-        self._reply = reply
-        # confirmed: EOU jobs queued before it give way, held replies of other sessions still generating
-        # drop (Components.llm_priority); a reply cancelled before it ever ran no longer counts
-        self._components.llm_priority.confirm(self, reply, lambda: reply.task is None or not reply.task.done())
-        self._echo.reset_played()
-        if live is not None:
-            reply.stream = live.reply(turn.transcript)  # the prompt is mostly prefilled already
-        self.conversation.add_user(turn.transcript)
-        self.turns.reply_started(reply.id)
-        reply.start()  # ReplyStarted
-
-    def _new_reply(self, turn: TurnTimeline, *, stream=None, held: bool = False, hypothesis: str = "",
-                   messages: list[dict[str, str]] | None = None) -> Reply:
-        """A reply on this session's pipeline, not started: its events go to the consumer, its audio
-        is paced by the client's playback and feeds the turn-taking and the echo detector, and its end
-        goes to the history. `stream`: its LLM stream when already open (a LiveTurn's reply), else it
-        opens one on the chat as it is when it starts running."""
-        from headstart.tts.chunker import ClauseChunker
-        from headstart.tts.stream import TTSStream
-
-        c, tt, config = self._components, self.turns, self._config
-        priority = c.llm_priority  # the reply stops waiting for the llm thread once its LLM starts
-        reply_id = f"r{next(_reply_ids)}"
-        echo = self._echo.reply_sink()
-
-        def open_tts() -> TTSStream:
-            return TTSStream(c.tts, ClauseChunker(config.tts), c.tts_executor, clock=self._clock,
-                             frame_s=self._frame_s, output_rate_hz=config.tts.output_rate_hz)
-
-        def ahead_s() -> float | None:
-            return tt.sent_s - tt.played_s() if tt.reply_id == reply_id else None
-
-        def on_audio(frame: AudioFrame) -> None:
-            if tt.reply_id == reply_id:
-                tt.audio_sent(frame.duration_s)
-            echo(frame)
-
-        reply = Reply(reply_id, turn, self._send_reply_event, self._clock, open_tts, stream=stream,
-                      open_stream=self._open_reply_stream, held=held, playback_lead_s=self._lead_s,
-                      ahead_s=ahead_s, on_audio=on_audio, on_llm_started=lambda: priority.started(reply),
-                      on_finished=self._reply_finished, on_failed=self._reply_failed,
-                      hypothesis=hypothesis, messages=messages)
-        return reply
-
-    def _open_reply_stream(self):
-        c = self._components
-        return c.llm.reply_stream(self._messages(), self._config.llm, c.llm_executor, clock=self._clock,
-                                  decoder=self._decoder())
-
-    def _send_reply_event(self, reply: Reply, event: object) -> None:
-        self._out.put_nowait(_FromReply(reply, event))
-
-    def _reply_finished(self, reply: Reply) -> None:
-        """All of a reply's audio has left: the history keeps it, the turn is complete."""
-        if self.turns.reply_id == reply.id:
-            self.turns.audio_done()
-        reply.history_index = self.conversation.add_assistant(reply.turn.reply)
-        self._out.put_nowait(TurnCompleted(reply.turn, reply.id))
-
-    def _reply_failed(self, reply: Reply, exc: Exception) -> None:
-        """A stage failed: a held reply is dropped silently (the end of turn regenerates); else the
-        consumer sees the error at once and the session goes on."""
-        if reply.held:
-            self.head_start.held_failed(reply)
-            return
-        if self._reply is reply:
-            self._reply = None
-            if self.turns.reply_id == reply.id:
-                self.turns.audio_done()
-        self._out.put_nowait(exc)
+        self.replies.apply(self.turns.poll())
 
     @property
     def history(self) -> list[dict[str, str]]:
@@ -618,31 +446,3 @@ class Session:
     @history.setter
     def history(self, messages: list[dict[str, str]]) -> None:
         self.conversation.history = messages
-
-    def _messages(self) -> list[dict[str, str]]:
-        return self.conversation.messages()  # bounded (llm/history.py): whole old turns dropped
-
-    def _new_history_window(self):
-        """The `TurnWindow` that bounds the history by `LLMConfig.max_history_tokens` (default "auto":
-        what fits the LLM's context besides the reply, `history_budget`), or None for "none"."""
-        from headstart.llm.history import TurnWindow, history_budget
-
-        llm, config = self._components.llm, self._config.llm
-        budget = history_budget(config.max_history_tokens, llm.max_positions, config.max_new_tokens,
-                                llm.count_tokens(config.system_prompt))
-        return None if budget is None else TurnWindow(budget, llm.count_tokens)
-
-
-@dataclass(frozen=True, slots=True)
-class _FromReply:
-    """An event a reply sent: `Reply.delivers` says at the queue's end whether it still leaves."""
-
-    reply: Reply
-    event: object
-
-
-async def _cancel(task: asyncio.Task) -> None:
-    if not task.done():
-        task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task

@@ -121,7 +121,7 @@ def test_bad_low_water_is_a_clear_error(bad):
         TurnWindow(100, words, low_water=bad)
 
 
-def test_session_messages_are_bounded_when_configured(monkeypatch):
+def test_session_messages_are_bounded_when_configured():
     import asyncio
     from dataclasses import replace
 
@@ -147,19 +147,17 @@ def test_session_messages_are_bounded_when_configured(monkeypatch):
         def warm_up(self) -> None:
             pass
 
-    monkeypatch.setattr(Session, "_new_listener", lambda self: ScriptedListener([]))
-
     def messages_after(n_turns: int, budget: int | None) -> list[dict]:
         config = replace(PipelineConfig(), llm=LLMConfig(max_history_tokens=budget))
         components = Components(config=config, asr=None, llm=NoTokenizerEngine(), tts=None)
 
         async def main():
-            session = Session(components, clock=FakeClock())
+            session = Session(components, clock=FakeClock(), listener=lambda *scorers: ScriptedListener([], *scorers))
             out = []
             for i in range(n_turns):
                 session.history += [{"role": "user", "content": f"question {i} about something"},
                                     {"role": "assistant", "content": f"answer {i}, a sentence or so long."}]
-                out.append(session._messages())
+                out.append(session.conversation.messages())  # the chat the next prompt renders
             await session.aclose()
             return out
 

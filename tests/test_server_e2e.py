@@ -133,9 +133,7 @@ def test_a_spoken_turn_two_concurrent_sessions_and_an_idle_one(components):
 
             await asyncio.gather(turn(a, rec_a), turn(b, rec_b))
             assert idle.events == [e for e in idle.events if e["type"] == "session.started"]
-            idle_tasks = [t for t in asyncio.all_tasks() if t.get_name().startswith("session-")
-                          and t in idle_conn.session._listen_tasks]
-            assert idle_tasks == []  # an idle session runs nothing but its reader and writer
+            assert idle_conn.session.tasks == []  # an idle session runs nothing but its reader and writer
             for client in (a, b, idle):
                 await client.ws.close()
             return a, b
@@ -286,15 +284,14 @@ def test_disconnect_one_second_into_reply_audio_ends_every_task(components):
             await client.wait_for(lambda: ("audio", client.current) in client.log if client.current else None)
             await asyncio.sleep(1.0)
             session = connection.session
-            reply = session._reply
-            assert reply is not None and not reply.task.done()  # mid-reply
+            tasks = session.tasks  # its listener's and its reply's
+            assert session.reply_active and any(t.get_name().startswith(("session-reply-", "session-held-")) for t in tasks)
             client.ws.transport.abort()  # gone, without a closing handshake
             loop = asyncio.get_running_loop()
             start = loop.time()
             await asyncio.wait_for(connection.ended.wait(), 1.0)
             elapsed = loop.time() - start
-            assert reply.task.done() and connection.writer.done()
-            assert all(t.done() for t in session._listen_tasks)
+            assert all(t.done() for t in tasks) and session.tasks == [] and connection.writer.done()
             leftover = [t for t in asyncio.all_tasks() if t.get_name().startswith(("session-", "server-", "tts-stream"))
                         and not t.done()]
             assert leftover == []

@@ -85,7 +85,7 @@ def test_a_history_longer_than_the_context_is_bounded_by_default_and_the_session
         chat = [{"role": "system", "content": components.config.llm.system_prompt}, *session.history]
         assert len(components.llm.render_prompt(chat)) > CONTEXT  # the whole history would not fit
         result = await spoken_turn(session)
-        prompt = components.llm.render_prompt(session._messages())
+        prompt = components.llm.render_prompt(session.conversation.messages())  # the next turn's prompt
         return result, len(prompt), len(session.history)
 
     (events, errors, push_errors), prompt_len, history_len = asyncio.run(main())
