@@ -221,3 +221,19 @@ def test_bench_partial_eagle_names_the_training_command_when_no_network(tmp_path
                               str(tmp_path / "missing.safetensors"), "--json"])
     assert partial.run_from_args(args) == 1
     assert "train-eagle" in capsys.readouterr().err
+
+
+def test_an_unsure_first_draft_proposes_nothing_and_decoding_stays_exact():
+    engine = tiny("llama", layers=4, seed=1)
+    drafter = EagleDrafter(engine, small_net(), min_confidence=0.999)
+    try:
+        engine.reset()
+        engine.prefill([3, 4, 5, 6, 7])
+        assert drafter.propose([3, 4, 5, 6, 7, 8], 3) == []  # a random network is never that sure
+        ref, ref_cache = plain(engine, [3, 4, 5, 6, 7], 12)
+        out, cache, decoder = speculative(engine, drafter, [3, 4, 5, 6, 7], 12, 3)
+        assert out == ref and cache == ref_cache and decoder.stats.verify_steps == 0
+    finally:
+        drafter.close()
+    with pytest.raises(ValueError, match="min_confidence"):
+        EagleDrafter(engine, small_net(), min_confidence=1.0)
