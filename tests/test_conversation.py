@@ -84,3 +84,30 @@ def test_no_continuation_and_clear_forget_it():
     chat.add_user("After the tone say...")
     chat.continue_turn(turn)
     assert turn.transcript == "hello" and chat.history == [{"role": "user", "content": "After the tone say..."}]
+
+
+def test_the_history_window_fits_the_llms_context_and_counts_with_its_tokenizer_on_first_use():
+    from dataclasses import replace
+
+    from headstart.config import LLMConfig
+    from headstart.conversation import history_window
+    from headstart.llm.history import TurnWindow, history_budget
+
+    class WordLLM:  # an LLMBackend's counting half: one token per word
+        max_positions = 2048
+
+        def __init__(self) -> None:
+            self.counted: list[str] = []
+
+        def count_tokens(self, text: str) -> int:
+            self.counted.append(text)
+            return len(text.split())
+
+    llm, config = WordLLM(), replace(LLMConfig(), system_prompt="Be brief, please.")
+    make = history_window(llm, config)
+    assert llm.counted == []  # nothing counted until the window is made
+    window = make()
+    assert isinstance(window, TurnWindow) and llm.counted == ["Be brief, please."]
+    assert window.max_tokens == history_budget("auto", 2048, config.max_new_tokens, 3)
+    assert history_window(llm, replace(config, max_history_tokens=None))() is None  # "none": everything
+    assert history_window(llm, replace(config, max_history_tokens=300))().max_tokens == 300
