@@ -20,13 +20,14 @@ follows the history: the next prompt renders the heard text and the engine's pre
 longest common prefix of its cache and that prompt.
 
 The session routes; three handles per session do the work (docs/server.md "Who does what"): each
-`Reply` (headstart/reply.py) owns its LLM → TTS → paced-audio pipeline; the `HeadStart`
+`Reply` (headstart/reply.py) owns its LLM → TTS → paced-audio pipeline, and the session's `Replies`
+(headstart/replies.py) make them and hold the one that has the floor; the `HeadStart`
 (headstart/head_start.py) prefills the user's turn while they speak and may start a *held* reply that
 the end of turn releases (a hit) or drops (`TurnCompleted.timeline.extra["preemptive"]`); the
 `EOUService` (headstart/eou_service.py) estimates whether the user's text reads complete, for the
-listener's endpointer and the head start. Sessions share the llm thread through
-`Components.llm_priority` (confirmed replies first); the chat is the session's `Conversation`
-(headstart/conversation.py: history, continuations).
+listener's endpointer and the head start. `Listening` (headstart/listening.py) runs the listener.
+Sessions share the llm thread through `Components.llm_priority` (confirmed replies first); the chat is
+the session's `Conversation` (headstart/conversation.py: history, continuations).
 """
 
 from __future__ import annotations
@@ -131,7 +132,6 @@ class Session:
         eou_scorer=_FROM_CONFIG,
         listener=None,
     ) -> None:
-        self._components = components
         self._config = components.config
         self._clock: Clock = clock or MonotonicClock()
         self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
@@ -140,7 +140,8 @@ class Session:
         self.conversation = Conversation(self._config.llm.system_prompt, history_window(components.llm, self._config.llm))
         self.replies = Replies(
             components, self._clock, self.turns, self._echo, self.conversation, self._out.put_nowait, owner=self,
-            speech_started_at=lambda: self._speech_started_at, on_held_failed=lambda r: self.head_start.held_failed(r),
+            speech_started_at=lambda: self._speech_started_at,
+            on_held_failed=lambda reply: self.head_start.held_failed(reply),
             playback_lead_s=playback_lead_s, audio_frame_s=audio_frame_s)
         plan = components.eou_plan() if eou_scorer is _FROM_CONFIG else None
         self._endpoint_config = plan.endpoint if plan is not None else self._config.endpoint
@@ -157,7 +158,8 @@ class Session:
             acoustic=components.acoustic_eou, acoustic_executor=components.acoustic_executor)
         self.eou.subscribe(self._on_eou)
         make = listener or (lambda eou, acoustic: default_listener(components, self._endpoint_config, eou, acoustic))
-        self._listening = Listening(lambda: make(*self.eou.listener_scorers), self._on_listener_event, self._out.put_nowait)
+        self._listening = Listening(lambda: make(*self.eou.listener_scorers), self._on_listener_event,
+                                    self._out.put_nowait)
         self.audio_clock = AudioClockMap()
         self._audio_s = 0.0
         self._turn: TurnTimeline | None = None
@@ -310,7 +312,7 @@ class Session:
                 return item.event
             return item
 
-    # -- routing -------------------------------------------------------------------------------------
+    # -- the listener's events -----------------------------------------------------------------------
 
     def _sure_echo(self) -> bool:
         return self._echo.sure_echo(self.turns.awaits_echo_verdict, self.turns.played_s)

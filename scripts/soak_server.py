@@ -114,7 +114,7 @@ async def soak(args: argparse.Namespace) -> dict:
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(0.3)  # the history is written as the turn completes
                 metrics = [e for e in events if e["type"] == "metrics.turn"][done_before:]
-                prompt = components.llm.render_prompt(session._messages())
+                prompt = components.llm.render_prompt(session.conversation.messages())
                 window = getattr(session, "_history_window", None)
                 rows.append({
                     "turn": turn + 1, "recording": rec.name, "answered": bool(metrics), "committed": committed,

@@ -200,3 +200,30 @@ def test_a_confirmed_reply_in_one_session_drops_another_sessions_held_reply():
     assert turn_a.reply == "It is noon." and turn_a.reply_started_at_s == pytest.approx(2.4)
     (turn_b,) = [e.timeline for e in events["b"] if isinstance(e, TurnCompleted)]
     assert turn_b.reply == "Hi." and turn_b.extra["preemptive"] == "none"
+
+
+def test_a_session_runs_no_task_before_its_first_audio_and_none_once_closed():
+    clock = FakeClock()
+    config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
+    llm = ScriptedLLM(clock, {"What time is it?": "It is noon."})  # its gate stays shut: the reply waits
+    components = Components(config=config, asr=None, llm=llm, tts=ScriptedTTS(), tts_executor=InlineExecutor())
+
+    async def main():
+        session = Session(components, clock, echo=None,
+                          listener=lambda eou, acoustic: ScriptedListener(user_turn("What time is it?"), eou, acoustic))
+        assert session.tasks == []
+        for _ in range(18):  # to the end of turn: the released reply waits for its first token
+            clock.advance(FRAME_S)
+            await session.push_audio(AudioFrame(np.zeros(int(16000 * FRAME_S), np.float32), 16000))
+            await settle()
+        names = sorted(t.get_name() for t in session.tasks)  # the listener's, the released reply's ("-r7")
+        assert session.reply_active and names[0].startswith("session-held-r") and names[1:] == ["session-listen"]
+        running = session.tasks
+        await session.aclose()
+        return running, session.tasks
+
+    try:
+        running, after = asyncio.run(main())
+    finally:
+        components.close()
+    assert after == [] and all(t.done() for t in running)
