@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
 from concurrent.futures import Executor
+from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
@@ -26,9 +27,41 @@ from headstart.events import ReplyDone, TokenDelta
 Messages = Sequence[Mapping[str, str]]  # chat messages: {"role": ..., "content": ...}
 
 
+@dataclass(frozen=True, slots=True)
+class ListeningDefaults:
+    """How the Listener streams an engine, for each `ASRConfig` setting left None (the engine's choice;
+    the defaults are whisper's).
+
+    Attributes:
+        partial_interval_s: new audio (seconds) before the next partial pass (`ASRConfig.min_new_audio_s`).
+        partial_long_s: past this much buffered audio (seconds) the interval grows in proportion to the
+            buffer, for engines whose pass costs grow with the audio (`ASRConfig.partial_long_s`;
+            inf: never). Passes at the VAD's pauses (the early final) start whatever the interval.
+        final_slack_s: a pass that heard the utterance up to its padded end minus this is its final
+            (`ASRConfig.final_slack_s`).
+        final_redecode: the FinalTranscript is the final pass' own hypothesis, not the committed words
+            plus its words beyond them (`ASRConfig.final_redecode`).
+        agreement_n: how many consecutive passes must agree on a word before it is committed
+            (LocalAgreement-n, `ASRConfig.agreement_n`).
+    """
+
+    partial_interval_s: float = 0.4
+    partial_long_s: float = float("inf")
+    final_slack_s: float = 0.15
+    final_redecode: bool = False
+    agreement_n: int = 2
+
+
+
 @runtime_checkable
 class Transcriber(Protocol):
-    """A speech recogniser (the listener's ASR)."""
+    """A speech recogniser (the listener's ASR).
+
+    Attributes:
+        listening: how the Listener streams this engine (partial cadence, final pass, agreement).
+    """
+
+    listening: ListeningDefaults
 
     def transcribe(self, samples: np.ndarray, offset_s: float = 0.0, prompt: str | None = None) -> Any:
         """Recognise float32 mono 16 kHz `samples` (num_samples,); word times are stream seconds

@@ -99,10 +99,12 @@ def test_a_turn_whose_speech_resumed_is_scored_on_its_last_final_only():
     import asyncio
 
     from headstart.config import ASRConfig, EndpointConfig, PipelineConfig, VADConfig
-    from headstart.voice.asr import Transcription
+    from headstart.voice.asr import ListeningDefaults, Transcription
     from headstart.voice.words import Word, join_words
 
     class BlockASR:  # one word per 0.25 s block with energy, named by the block's stream position
+        listening = ListeningDefaults()
+
         def transcribe(self, samples, offset_s=0.0, prompt=None):
             words = []
             first = int(round(offset_s * 4))

@@ -13,7 +13,7 @@ import pytest
 from headstart.audio import AudioError, AudioFrame
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
-from headstart.voice.asr import Transcription
+from headstart.voice.asr import ListeningDefaults, Transcription
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.listener import Listener
 from headstart.voice.vad import SileroVAD
@@ -50,6 +50,8 @@ class EnergyASR:
     """Fake recogniser: one word per 0.25 s block (on the stream's block grid) whose RMS is above
     -40 dBFS, named by the block's index, so passes over a growing utterance agree. Records its calls
     and the thread they ran on; `gate` (if set) blocks each call until released."""
+
+    listening = ListeningDefaults()
 
     BLOCK = SR // 4
 

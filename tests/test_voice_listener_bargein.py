@@ -12,7 +12,7 @@ from headstart.audio import AudioFrame
 from headstart.bench import data
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import EndOfTurn, FinalTranscript, SpeechStarted
-from headstart.voice.asr import Transcription
+from headstart.voice.asr import ListeningDefaults, Transcription
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.listener import Listener, make_asr_executor
 from headstart.voice.vad import SileroVAD
@@ -22,6 +22,8 @@ SR = 16000
 
 class NoWordsASR:
     """A recogniser that hears no words (the utterance's content does not matter here)."""
+
+    listening = ListeningDefaults()
 
     def transcribe(self, samples: np.ndarray, offset_s: float = 0.0, prompt: str = "") -> Transcription:
         return Transcription((), "", 0.0, -0.1, samples.shape[0] / SR)

@@ -274,7 +274,7 @@ class _PacedASR:
 
     def __init__(self, asr: Any, sim: _Sim, result: RunResult) -> None:
         self.asr, self.sim, self.result = asr, sim, result
-        self.listening = getattr(asr, "listening", None)  # the engine's streaming settings (Listener)
+        self.listening = asr.listening  # the engine's streaming settings (Listener)
 
     def transcribe(self, samples: np.ndarray, offset_s: float = 0.0, prompt: str | None = None):
         job = _Job(self.sim.now_s)

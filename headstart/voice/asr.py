@@ -23,6 +23,7 @@ import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError
 from headstart.config import ASRConfig
+from headstart.seams import ListeningDefaults  # noqa: F401 (re-exported: the engines' streaming settings)
 from headstart.voice.agreement import _MAX_LOOP_PERIOD_WORDS, find_loop
 from headstart.voice.words import Word, join_words
 
@@ -52,31 +53,6 @@ _WINDOW_MARGIN_FRAMES = 200  # silence the encoder sees after the audio (2 s)
 _TOKENS_BASE = 10
 _TOKENS_PER_S = 10.0
 _TOKENS_MAX = 220  # + prompt (<= ~60 tokens) + start sequence stays under Whisper's 448
-
-
-@dataclass(frozen=True, slots=True)
-class ListeningDefaults:
-    """How the Listener streams an engine, for each `ASRConfig` setting left None (the engine's choice;
-    an engine without a `listening` attribute gets these defaults, which are whisper's).
-
-    Attributes:
-        partial_interval_s: new audio (seconds) before the next partial pass (`ASRConfig.min_new_audio_s`).
-        partial_long_s: past this much buffered audio (seconds) the interval grows in proportion to the
-            buffer, for engines whose pass costs grow with the audio (`ASRConfig.partial_long_s`;
-            inf: never). Passes at the VAD's pauses (the early final) start whatever the interval.
-        final_slack_s: a pass that heard the utterance up to its padded end minus this is its final
-            (`ASRConfig.final_slack_s`).
-        final_redecode: the FinalTranscript is the final pass' own hypothesis, not the committed words
-            plus its words beyond them (`ASRConfig.final_redecode`).
-        agreement_n: how many consecutive passes must agree on a word before it is committed
-            (LocalAgreement-n, `ASRConfig.agreement_n`).
-    """
-
-    partial_interval_s: float = 0.4
-    partial_long_s: float = float("inf")
-    final_slack_s: float = 0.15
-    final_redecode: bool = False
-    agreement_n: int = 2
 
 
 @dataclass(frozen=True, slots=True)
@@ -233,6 +209,8 @@ class WhisperASR:
         FileNotFoundError: if the folder or its model.bin is missing.
         ValueError: if cpu_threads < 1.
     """
+
+    listening = ListeningDefaults()  # whisper's streaming settings are the defaults
 
     # a pass costs about the same at any length (the encoder window); the measurements behind the final
     # slack are in docs/listening.md ("final_slack_s")

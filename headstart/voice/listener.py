@@ -13,7 +13,7 @@ Events, in the order a consumer sees them for one utterance:
   `ASRConfig.min_new_audio_s` of new audio has come (audio time), or, past `ASRConfig.partial_long_s`
   of buffered audio, that interval times buffer / partial_long_s (an engine whose pass cost grows with
   the audio keeps a bounded share of its core; the VAD's pauses start passes anyway). Settings left
-  None are the engine's (`asr.listening`, `headstart.voice.asr.ListeningDefaults`). At most one pass is
+  None are the engine's (`asr.listening`, `headstart.seams.ListeningDefaults`). At most one pass is
   ever in flight and nothing queues up, so `push()` never waits for the ASR. `committed` text
   (LocalAgreement-n) only grows.
 * Early final: once the VAD has heard `ASRConfig.early_final_s` of silence after speech (before its
@@ -71,7 +71,6 @@ from headstart.config import ASRConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
 from headstart.seams import Transcriber
 from headstart.voice.agreement import LocalAgreement, drop_loop_tail
-from headstart.voice.asr import ListeningDefaults
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.vad import VAD
 from headstart.voice.words import join_words
@@ -173,8 +172,7 @@ class Listener:
         eou_scorer: EOUScorer | None = None,
         acoustic_scorer: AcousticScorer | None = None,
     ) -> None:
-        # settings left None are the engine's (its `listening`; whisper's for an engine without one)
-        engine = getattr(asr, "listening", None) or ListeningDefaults()
+        engine = asr.listening  # settings left None are the engine's
         interval_s = engine.partial_interval_s if config.min_new_audio_s is None else config.min_new_audio_s
         long_s = engine.partial_long_s if config.partial_long_s is None else config.partial_long_s
         slack_s = engine.final_slack_s if config.final_slack_s is None else config.final_slack_s
