@@ -75,6 +75,12 @@ class Conversation:
             return self._window.select([system, *self.history])
         return [system, *self.history]
 
+    @property
+    def dropped_turns(self) -> int:
+        """Old turns the window dropped at its last `messages()` (0 without a window)."""
+        window = None if self._window is _UNMADE else self._window
+        return window.dropped_turns if window is not None else 0
+
     def add_user(self, text: str) -> None:
         self.history.append({"role": "user", "content": text})
 

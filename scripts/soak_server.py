@@ -115,12 +115,11 @@ async def soak(args: argparse.Namespace) -> dict:
                 await asyncio.sleep(0.3)  # the history is written as the turn completes
                 metrics = [e for e in events if e["type"] == "metrics.turn"][done_before:]
                 prompt = components.llm.render_prompt(session.conversation.messages())
-                window = getattr(session, "_history_window", None)
                 rows.append({
                     "turn": turn + 1, "recording": rec.name, "answered": bool(metrics), "committed": committed,
                     "errors": [e["code"] for e in events if e["type"] == "error"][errors_before:],
                     "history_messages": len(session.history), "prompt_tokens": len(prompt),
-                    "dropped_turns": window.dropped_turns if window is not None else 0,
+                    "dropped_turns": session.conversation.dropped_turns,
                     "rss_mb": round(rss_mb(), 1), "turn_s": round(time.monotonic() - t0, 2),
                 })
                 row = rows[-1]

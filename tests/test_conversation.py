@@ -111,3 +111,16 @@ def test_the_history_window_fits_the_llms_context_and_counts_with_its_tokenizer_
     assert window.max_tokens == history_budget("auto", 2048, config.max_new_tokens, 3)
     assert history_window(llm, replace(config, max_history_tokens=None))() is None  # "none": everything
     assert history_window(llm, replace(config, max_history_tokens=300))().max_tokens == 300
+
+
+def test_dropped_turns_counts_what_the_window_left_out():
+    from headstart.llm.history import TurnWindow
+
+    chat = Conversation("s", window=lambda: TurnWindow(12, lambda text: len(text.split())))
+    assert chat.dropped_turns == 0  # no window made yet
+    for k in range(4):
+        chat.add_user(f"question number {k} here")
+        chat.add_assistant(f"answer number {k} here")
+    kept = chat.messages()
+    assert chat.dropped_turns >= 1 and len(kept) < 1 + len(chat.history)
+    assert Conversation("s").dropped_turns == 0  # unbounded: nothing dropped
