@@ -157,3 +157,21 @@ def test_the_bench_streams_each_engine_by_its_own_settings_and_counts_its_passes
     parser = argparse.ArgumentParser()
     bench.add_arguments(parser)
     assert parser.parse_args([]).model is None  # ASRConfig.model, the session's default engine
+
+
+def test_eou_head_file_option_reads_a_head_for_the_eou_llm_only(tmp_path):
+    from headstart.llm.eou_head import weights_path
+
+    parser = argparse.ArgumentParser()
+    bench.add_arguments(parser)
+    assert parser.parse_args([]).eou_head is None
+    path = str(weights_path("qwen2.5-coder-0.5b", packaged=True))
+    assert parser.parse_args(["--eou-head", path]).eou_head == path
+    assert bench.head_weights(path, "qwen2.5-coder-0.5b").thresholds is not None
+    with pytest.raises(ValueError, match="smollm2-135m"):
+        bench.head_weights(path, "smollm2-135m")
+    with pytest.raises(FileNotFoundError):
+        bench.head_weights(str(tmp_path / "none.npz"), "qwen2.5-coder-0.5b")
+    (tmp_path / "bad.npz").write_bytes(b"not a head")
+    with pytest.raises(ValueError, match="not an EOU head"):
+        bench.head_weights(str(tmp_path / "bad.npz"), "qwen2.5-coder-0.5b")

@@ -111,6 +111,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--eou", choices=("head", "token"), default="head",
                         help="EOU signal: head = trained head on the LLM's last hidden state (llm/eou_head.py); "
                              "token = the LLM's raw end-of-turn token probability (llm/eou.py)")
+    parser.add_argument("--eou-head", default=None, metavar="PATH",
+                        help="EOU head file (.npz, `headstart llm train-eou --out`) instead of the cache's or the "
+                             "packaged head for the LLM (--eou head only; its model must be the LLM's)")
     parser.add_argument("--eou-thresholds", choices=("head", "config"), default="head",
                         help="head: the eou_low/eou_high calibrated with the trained head (EOUHeadWeights.thresholds), "
                              "config: EndpointConfig's defaults")
@@ -507,7 +510,13 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
             llm_config = replace(llm_config, dtype=args.llm_dtype)
         engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
         engine.warm_up()
-        estimator = EOUHead.load(engine, llm_config.model) if eou_kind == "head" else EOUEstimator(engine)
+        head_path = getattr(args, "eou_head", None)
+        if head_path is not None and eou_kind != "head":
+            raise ValueError("--eou-head needs --eou head")
+        if head_path is not None:
+            estimator = EOUHead(engine, head_weights(head_path, llm_config.model))
+        else:
+            estimator = EOUHead.load(engine, llm_config.model) if eou_kind == "head" else EOUEstimator(engine)
         scorer_parts = (estimator, [{"role": "system", "content": llm_config.system_prompt}])
         # a session holds the system prompt in its KV cache already: so does the bench's first call
         estimator.estimate(scorer_parts[1], "Hello")
@@ -622,12 +631,28 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "streaming": asr_config.streaming,
         "eou_llm": llm_name,
         "eou_scorer": eou_kind if llm_name else None,
+        "eou_head": str(getattr(args, "eou_head", None) or "") or None,
         "utterances": len(items),
         "missing_end_of_turn": len(items) - len(eou_delays),
         "targets": TARGETS,
         "load_avg_1m": [load_before, _load_avg()],
         "timing": f"audio-time simulation with measured {timing} compute (see module docstring)",
     }
+
+
+def head_weights(path: str, model: str) -> Any:
+    """The EOU head of file `path` (`--eou-head`) for LLM preset `model`.
+
+    Raises:
+        FileNotFoundError: no file at `path`.
+        ValueError: not a head file, or a head trained for another LLM (its hidden states differ).
+    """
+    from headstart.llm.eou_head import EOUHeadWeights
+
+    weights = EOUHeadWeights.load(path)
+    if weights.model != model:
+        raise ValueError(f"{path} is an EOU head for {weights.model!r}, the EOU LLM is {model!r}")
+    return weights
 
 
 def run_from_args(args: argparse.Namespace) -> int:
