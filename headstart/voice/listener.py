@@ -69,7 +69,7 @@ import numpy as np
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, StreamResampler, to_mono_float32
 from headstart.config import ASRConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
-from headstart.seams import Transcriber
+from headstart.seams import ListeningDefaults, Transcriber
 from headstart.voice.agreement import LocalAgreement, drop_loop_tail
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.vad import VAD
@@ -146,8 +146,8 @@ class Listener:
 
     Args:
         vad: a fresh `VAD` (its stream position becomes the listener's audio time).
-        asr: anything with `transcribe(samples float32 16 kHz, offset_s) -> Transcription`
-            (`WhisperASR`), called only on `executor`.
+        asr: the recogniser (`seams.Transcriber`; None: a listener that never gets speech to transcribe)
+            called only on `executor`.
         endpointer: a fresh `Endpointer`.
         config: the ASR settings (min_new_audio_s, agreement_n, trim_after_s).
         executor: a single-thread executor (`make_asr_executor()`); the caller owns and shuts it down.
@@ -165,14 +165,15 @@ class Listener:
     def __init__(
         self,
         vad: VAD,
-        asr: Transcriber,
+        asr: Transcriber | None,
         endpointer: Endpointer,
         config: ASRConfig,
         executor: Executor,
         eou_scorer: EOUScorer | None = None,
         acoustic_scorer: AcousticScorer | None = None,
     ) -> None:
-        engine = asr.listening  # settings left None are the engine's
+        # settings left None are the engine's; no ASR (a session that never transcribes): whisper's
+        engine = ListeningDefaults() if asr is None else asr.listening
         interval_s = engine.partial_interval_s if config.min_new_audio_s is None else config.min_new_audio_s
         long_s = engine.partial_long_s if config.partial_long_s is None else config.partial_long_s
         slack_s = engine.final_slack_s if config.final_slack_s is None else config.final_slack_s
