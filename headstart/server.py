@@ -394,10 +394,14 @@ class _Connection:
         from headstart.session import Session
 
         c = self.server.config
-        self.session = Session(
-            self.server.components, clock=self.server.clock, playback_lead_s=c.playback_lead_s,
-            audio_frame_s=c.audio_frame_s, realtime_playback=True,
-        )
+        try:
+            self.session = Session(
+                self.server.components, clock=self.server.clock, playback_lead_s=c.playback_lead_s,
+                audio_frame_s=c.audio_frame_s, realtime_playback=True,
+            )
+        except Exception as exc:  # a session that cannot start: the client hears why, then the close (1011)
+            await self._error("internal", f"the session could not start: {type(exc).__name__}: {exc}")
+            raise
         tts_rate = int(getattr(self.server.components.tts, "sample_rate", 0) or 0)
         await self.ws.send(server_event(
             "session.started", protocol=PROTOCOL_VERSION, session_id=f"s{id(self.session):x}",

@@ -256,3 +256,29 @@ def test_simulated_run_small_models(tmp_path):
     records = json.loads((out / "records.json").read_text())
     events = records["headstart"]["qa"][0]["events"]
     assert [e[1] for e in events].count("turn.end") == 1 and any(e[1] == "audio" for e in events)
+
+
+def test_a_session_that_cannot_start_is_an_error_and_a_close_not_a_hang(monkeypatch):
+    """Session() raising (a broken component) reaches the client as `error` internal, then the connection
+    ends; before, the in-memory connection stayed open and the run waited forever."""
+    from headstart import session as session_module
+    from headstart.components import Components
+    from headstart.config import PipelineConfig
+
+    def broken(self, *args, **kwargs):
+        raise RuntimeError("no listener today")
+
+    monkeypatch.setattr(session_module.Session, "__init__", broken)
+    components = Components(config=PipelineConfig(), asr=None, llm=None, tts=None)
+
+    async def main(server: InProcessServer, clock: SkipIdleClock):
+        async with server.connect("memory:///ws") as ws:
+            await ws.send(json.dumps({"type": "session.start", "sample_rate": 16000, "format": "pcm16"}))
+            return [json.loads(m) async for m in ws], ws.close_code
+
+    try:
+        (messages, close_code), _ = run_simulated(main, components, components.config, max_sessions=2)
+    finally:
+        components.close()
+    assert [m["type"] for m in messages] == ["error"] and messages[0]["code"] == "internal"
+    assert "no listener today" in messages[0]["message"] and close_code == 1011

@@ -273,8 +273,18 @@ class InProcessServer:
     @contextlib.asynccontextmanager
     async def connect(self, url: str = "memory:///ws", **_: Any):
         client, server_end = memory_pair()
-        # the server's own per-connection handler (path check, session limit, the Session's life)
-        task = asyncio.create_task(self.server._handle(server_end), name="sim-server-connection")
+
+        async def handle() -> None:
+            # the server's own per-connection handler (path check, session limit, the Session's life);
+            # its end closes the connection, 1011 when it raised, as websockets' server does
+            code = 1011
+            try:
+                await self.server._handle(server_end)
+                code = 1000
+            finally:
+                await server_end.close(code)
+
+        task = asyncio.create_task(handle(), name="sim-server-connection")
         self.tasks.add(task)
         task.add_done_callback(self.tasks.discard)
         try:
