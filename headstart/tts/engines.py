@@ -5,7 +5,7 @@ from __future__ import annotations
 from headstart.config import ThreadPlan, TTSConfig
 from headstart.tts.base import Synthesizer
 
-ENGINES = ("hibari", "piper-joe", "espeak", "coqui", "<path to a Piper .onnx voice>")
+ENGINES = ("piper-joe", "espeak", "hibari", "coqui", "<path to a Piper .onnx voice>")
 
 
 def check_engine(config: TTSConfig) -> None:
