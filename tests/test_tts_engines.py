@@ -274,3 +274,26 @@ def test_check_engine_fails_fast_on_what_cannot_load(tmp_path):
         check_engine(TTSConfig(engine="coqui"))
     with pytest.raises(FileNotFoundError, match="no such Piper voice"):
         check_engine(TTSConfig(engine=str(tmp_path / "missing.onnx")))
+
+
+def test_a_mistyped_piper_voice_fails_before_any_model_loads(monkeypatch):
+    """`--tts piper-jo` passed the engine check (any "piper*" name did) and failed only in the TTS
+    loader, after the ASR and LLM had loaded, with a message listing the ASR and LLM presets too."""
+    from dataclasses import replace
+
+    from headstart.components import Components
+    from headstart.config import PipelineConfig
+    from headstart.llm.engine import LLMEngine
+    from headstart.voice import asr_engines
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model was loaded before the TTS choice was checked")
+
+    monkeypatch.setattr(asr_engines, "load_asr", loaded)
+    monkeypatch.setattr(LLMEngine, "load", loaded)
+    for typo in ("piper-jo", "piper"):
+        with pytest.raises(ValueError, match=f"unknown TTS engine '{typo}': use one of piper-joe, espeak, hibari") as caught:
+            check_engine(TTSConfig(engine=typo))
+        assert "whisper" not in str(caught.value) and "qwen" not in str(caught.value)
+        with pytest.raises(ValueError, match=f"unknown TTS engine '{typo}'"):
+            Components.load(replace(PipelineConfig(), tts=TTSConfig(engine=typo)))

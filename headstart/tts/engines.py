@@ -5,15 +5,33 @@ from __future__ import annotations
 from headstart.config import ThreadPlan, TTSConfig
 from headstart.tts.base import Synthesizer
 
-ENGINES = ("piper-joe", "espeak", "hibari", "coqui", "<path to a Piper .onnx voice>")
+
+def piper_voices() -> tuple[str, ...]:
+    """The Piper voice presets (headstart/models.py, role "tts", prepared from files)."""
+    from headstart.models import PRESETS
+
+    return tuple(p.name for p in PRESETS.values() if p.role == "tts" and p.kind != "builtin")
+
+
+def engines() -> tuple[str, ...]:
+    """What `TTSConfig.engine` (`--tts`) may name, for messages."""
+    return (*piper_voices(), "espeak", "hibari", "coqui", "<path to a Piper .onnx voice>")
+
+
+def model_preset(config: TTSConfig) -> str | None:
+    """The model preset `config.engine` needs prepared (a Piper voice), or None (no preset: espeak,
+    hibari, coqui, a voice path). Call `check_engine` first."""
+    return config.engine if config.engine in piper_voices() else None
 
 
 def check_engine(config: TTSConfig) -> None:
     """Fail fast on a TTS choice that cannot load, before any model is loaded (a typo in `--tts` is
-    reported at once, not after the ASR and LLM have loaded).
+    reported at once, not after the ASR and LLM have loaded). Whether a Piper preset is prepared is
+    `headstart.models.resolve_models`' question (`Components.load` asks it with the other models).
 
     Raises:
-        ValueError: an unknown engine name; engine "coqui" without `coqui_model`.
+        ValueError: an unknown engine name (the message lists the TTS choices only); engine "coqui"
+            without `coqui_model`.
         FileNotFoundError: a Piper `.onnx` voice path that does not exist.
     """
     engine = config.engine
@@ -30,8 +48,8 @@ def check_engine(config: TTSConfig) -> None:
         if not Path(engine).is_file():
             raise FileNotFoundError(f"no such Piper voice: {engine}")
         return
-    if not engine.startswith("piper"):
-        raise ValueError(f"unknown TTS engine {engine!r}: use one of {', '.join(ENGINES)}")
+    if engine not in piper_voices():
+        raise ValueError(f"unknown TTS engine {engine!r}: use one of {', '.join(engines())}")
 
 
 def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = True) -> Synthesizer:
@@ -75,7 +93,7 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
             speaker_wav=config.coqui_speaker_wav,
             language=config.coqui_language,
         )
-    elif engine.startswith("piper") or engine.endswith(".onnx"):
+    elif engine in piper_voices() or engine.endswith(".onnx"):
         from headstart.tts.piper import PiperSynthesizer
 
         if engine.endswith(".onnx"):
@@ -86,7 +104,7 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
             model_path = resolve_model(engine)
         synth = PiperSynthesizer(model_path, threads=threads.tts_threads, length_scale=config.length_scale)
     else:
-        raise ValueError(f"unknown TTS engine {engine!r}: use one of {', '.join(ENGINES)}")
+        raise ValueError(f"unknown TTS engine {engine!r}: use one of {', '.join(engines())}")
     if warm_up:
         synth.warm_up()
     return synth
