@@ -93,15 +93,16 @@ class Components:
         """Load and warm up the ASR, LLM and TTS models named in `config`. Never downloads.
 
         Raises:
-            headstart.models.ModelNotPreparedError: a model is not prepared (the message names the
-                prepare command).
+            headstart.models.ModelNotPreparedError: models are not prepared (the message names every
+                missing one and the one prepare command), before anything loads.
+            headstart.models.ModelError: an unknown model name (the message lists that role's presets).
             ValueError, FileNotFoundError: a TTS engine that cannot load (`check_engine`), or an LLM
                 dtype and quantisation that cannot run on this machine (`resolve_precision`), before
                 anything loads.
         """
         from headstart.llm.engine import LLMEngine
-        from headstart.models import resolve_model
-        from headstart.tts.engines import check_engine, load_synthesizer
+        from headstart.models import resolve_models
+        from headstart.tts.engines import check_engine, load_synthesizer, model_preset
         from headstart.voice.asr_engines import load_asr
 
         from headstart.llm.remote_config import is_remote_llm
@@ -113,9 +114,18 @@ class Components:
             from headstart.llm.precision import resolve_precision
 
             resolve_precision(config.llm.dtype, config.llm.quantize, config.llm.device)
-        asr_path = resolve_model(config.asr.model)
-        llm_path = None if remote else resolve_model(config.llm.model)
-        acoustic_path = resolve_model(config.endpoint.acoustic_model) if config.endpoint.acoustic_model else None
+        # every model the config names, checked before any loads: one error names all that are missing
+        wanted = [("asr", config.asr.model), *([] if remote else [("llm", config.llm.model)])]
+        if config.endpoint.acoustic_model:
+            wanted.append(("eou", config.endpoint.acoustic_model))
+        if model_preset(config.tts):
+            wanted.append(("tts", model_preset(config.tts)))
+        if not remote and config.llm.speculative == "draft_model" and config.llm.draft_model:
+            wanted.append(("llm", config.llm.draft_model))
+        paths = dict(zip(wanted, resolve_models(wanted)))
+        asr_path = paths[wanted[0]]
+        llm_path = None if remote else paths[wanted[1]]
+        acoustic_path = paths.get(("eou", config.endpoint.acoustic_model))
         log(f"loading ASR {config.asr.model}")
         asr = load_asr(config.asr, threads.asr_threads, asr_path)  # Whisper or Moonshine, by the folder
         asr.warmup()

@@ -309,12 +309,14 @@ def _manifest_ok(folder: Path, *, full: bool) -> bool:
     return True
 
 
-def resolve_model(name_or_path: str) -> Path:
+def resolve_model(name_or_path: str, role: str | None = None) -> Path:
     """Return the path a loader should open for a preset name, a local path, or a hub id. Never downloads.
 
     Args:
         name_or_path: a preset name (`headstart models list`), an existing file or folder, or a hub id
             ("org/name") already in the Hugging Face cache (put there by `headstart models prepare`).
+        role: the role the model is for ("asr", "llm", "tts", "eou"): an unknown name's message then
+            lists only that role's presets.
 
     Returns:
         The prepared folder (ASR, LLM) or entry file (Piper voice).
@@ -322,9 +324,15 @@ def resolve_model(name_or_path: str) -> Path:
     Raises:
         ModelNotPreparedError: a preset or hub id that is not prepared, or whose files are damaged
             (wrong size); the message names the prepare command.
-        ModelError: an unknown name that is neither a path nor a hub id, or a builtin preset.
+        ModelError: an unknown name that is neither a path nor a hub id, a builtin preset, or a preset
+            of another role than `role`.
     """
     preset = PRESETS.get(name_or_path)
+    if preset is not None and role is not None and preset.role != role:
+        known = ", ".join(p.name for p in PRESETS.values() if p.role == role)
+        raise ModelError(f"{preset.name!r} is a {ROLE_NAMES.get(preset.role, preset.role)} preset, not "
+                         f"a{'n' if role in ('asr', 'llm', 'eou') else ''} {ROLE_NAMES.get(role, role)} model: use "
+                         f"one of {known}, a path, or a hub id")
     if preset is not None:
         if preset.kind == "builtin":
             if preset.name == "silero-vad":
@@ -340,8 +348,47 @@ def resolve_model(name_or_path: str) -> Path:
         return path
     if _looks_like_hub_id(name_or_path):
         return _hub_snapshot(name_or_path, download=False)
-    known = ", ".join(PRESETS)
-    raise ModelError(f"unknown model {name_or_path!r}: not a preset ({known}), an existing path, or a hub id")
+    known = ", ".join(p.name for p in PRESETS.values() if role is None or p.role == role)
+    what = f"{ROLE_NAMES.get(role, role)} model" if role else "model"
+    raise ModelError(f"unknown {what} {name_or_path!r}: not a preset ({known}), an existing path, or a hub id")
+
+
+ROLE_NAMES = {"asr": "ASR", "llm": "LLM", "tts": "TTS", "vad": "VAD", "eou": "end-of-turn"}
+
+
+def resolve_models(wanted: list[tuple[str, str]]) -> list[Path]:
+    """`resolve_model` for every (role, name) in `wanted`, checked all at once before anything loads, so
+    that one error names every model that is missing. Never downloads.
+
+    Returns:
+        The paths, in the order of `wanted`.
+
+    Raises:
+        ModelNotPreparedError: presets or hub ids that are not prepared (or damaged): the message names
+            each, and the one `headstart models prepare A B ...` command that prepares them all.
+        ModelError: an unknown name (its message lists that role's presets); any missing ones are
+            named in the same message.
+    """
+    paths, missing, unknown = [], [], []
+    for role, name in wanted:
+        try:
+            paths.append(resolve_model(name, role))
+        except ModelNotPreparedError:
+            damaged = name in PRESETS and status(name) == "damaged"
+            missing.append((role, name, "damaged or incomplete" if damaged else "not prepared"))
+        except ModelError as exc:
+            unknown.append(str(exc))
+    if not missing and not unknown:
+        return paths
+    problems = list(unknown)
+    if missing:
+        names = list(dict.fromkeys(name for _, name, _ in missing))
+        listed = ", ".join(f"{ROLE_NAMES.get(role, role)} {name!r} ({state})" for role, name, state in missing)
+        demo = " (or `make models-demo`)" if all(n in DEMO_PRESETS for n in names) else ""
+        problems.append(f"{'model' if len(missing) == 1 else 'models'} {listed}: "
+                        f"run `headstart models prepare {' '.join(names)}`{demo} first")
+    error = ModelError if unknown else ModelNotPreparedError
+    raise error("; ".join(problems))
 
 
 def gguf_path(name_or_path: str) -> Path:

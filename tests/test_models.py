@@ -152,3 +152,60 @@ def test_the_demo_presets_are_what_make_models_demo_prepares():
     assert tuple(line.split(":=")[1].split()) == models.DEMO_PRESETS
     assert "make models-demo" in models._prepare_hint("piper-joe")
     assert "make models-demo" not in models._prepare_hint("qwen2.5-coder-1.5b")
+
+
+# -- every configured model checked up front (a new user's trial: missing models named one run at a time) --
+
+
+def _no_model_loads(monkeypatch):
+    """Make any model load fail the test: the checks must come first."""
+    from headstart.llm.engine import LLMEngine
+    from headstart.voice import asr_engines
+
+    def loaded(*args, **kwargs):
+        raise AssertionError("a model was loaded before the configuration was checked")
+
+    monkeypatch.setattr(asr_engines, "load_asr", loaded)
+    monkeypatch.setattr(LLMEngine, "load", loaded)
+
+
+def test_every_missing_model_is_named_in_one_error_with_one_command(tmp_cache, monkeypatch):
+    from headstart.components import Components
+    from headstart.config import EndpointConfig, PipelineConfig
+
+    _no_model_loads(monkeypatch)
+    config = dataclasses.replace(PipelineConfig(), endpoint=EndpointConfig(acoustic_model="smart-turn-v3.2"))
+    with pytest.raises(models.ModelNotPreparedError) as caught:
+        Components.load(config)
+    message = str(caught.value)
+    for name in ("whisper-tiny.en", "qwen2.5-coder-0.5b", "piper-joe", "smart-turn-v3.2"):
+        assert f"'{name}' (not prepared)" in message, message
+    assert "run `headstart models prepare whisper-tiny.en qwen2.5-coder-0.5b smart-turn-v3.2 piper-joe` first" in message
+    # the demo's three alone: `make models-demo` prepares them too
+    with pytest.raises(models.ModelNotPreparedError, match=r"piper-joe` \(or `make models-demo`\) first"):
+        Components.load(PipelineConfig())
+
+
+def test_resolve_models_names_unknown_and_missing_together(tmp_cache, tmp_path):
+    with pytest.raises(models.ModelError) as caught:
+        models.resolve_models([("asr", "whisper-tny.en"), ("llm", "smollm2-135m"), ("tts", str(tmp_path))])
+    message = str(caught.value)
+    assert not isinstance(caught.value, models.ModelNotPreparedError)
+    assert "unknown ASR model 'whisper-tny.en': not a preset (whisper-tiny.en, whisper-base, moonshine-base)" in message
+    assert "LLM 'smollm2-135m' (not prepared): run `headstart models prepare smollm2-135m` first" in message
+    assert models.resolve_models([("tts", str(tmp_path))]) == [tmp_path]
+
+
+def test_a_mistyped_asr_or_llm_preset_lists_only_that_roles_presets(monkeypatch):
+    from headstart.components import Components
+    from headstart.config import ASRConfig, LLMConfig, PipelineConfig
+
+    _no_model_loads(monkeypatch)
+    for config, expected, other in (
+        (dataclasses.replace(PipelineConfig(), asr=ASRConfig(model="whisper-tny.en")), "unknown ASR model", "qwen"),
+        (dataclasses.replace(PipelineConfig(), llm=LLMConfig(model="qwen2.5-0.5b")), "unknown LLM model", "whisper"),
+        (dataclasses.replace(PipelineConfig(), asr=ASRConfig(model="piper-joe")), "a TTS preset, not an ASR", "qwen"),
+    ):
+        with pytest.raises(models.ModelError, match=expected) as caught:
+            Components.load(config)
+        assert other not in str(caught.value) and "silero" not in str(caught.value)
