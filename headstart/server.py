@@ -402,7 +402,8 @@ class _Connection:
         except Exception as exc:  # a session that cannot start: the client hears why, then the close (1011)
             await self._error("internal", f"the session could not start: {type(exc).__name__}: {exc}")
             raise
-        tts_rate = int(getattr(self.server.components.tts, "sample_rate", 0) or 0)
+        tts = self.server.components.tts  # a Synthesizer (headstart/seams.py), or None: components without speech
+        tts_rate = int(tts.sample_rate) if tts is not None else 0
         await self.ws.send(server_event(
             "session.started", protocol=PROTOCOL_VERSION, session_id=f"s{id(self.session):x}",
             input={"sample_rate": SAMPLE_RATE_HZ, "format": INPUT_FORMAT},
