@@ -67,6 +67,19 @@ def test_floor_rows_per_preset_stack_and_llm_path():
     assert cold["first_forward"] == "prefill_300" and cold["parts_high_s"]["llm"] == pytest.approx(0.025 + 7 * 0.004)
 
 
+def test_the_default_stack_of_the_floor_data_is_the_shipped_config():
+    """The stack marked "default" is what PipelineConfig() runs (its label said "the defaults before
+    issue 19 made hibari the voice" after Piper had become the default voice again)."""
+    from headstart.config import PipelineConfig
+
+    config = PipelineConfig()
+    (default,) = [c for c in stages.load_floor_data()["combinations"] if c.get("default")]
+    assert default["asr"] == config.asr.model
+    assert default["eou"] == (config.endpoint.acoustic_model or "text-head")
+    assert default["tts"] == config.tts.engine
+    assert config.tts.engine in default["name"] and "hibari" not in default["about"].split("(")[0]
+
+
 def test_the_floor_data_is_complete_and_every_figure_has_a_source(tmp_path):
     data = stages.load_floor_data()
     assert {"moonshine-base", "whisper-tiny.en"} <= set(data["asr_final_pass"])
