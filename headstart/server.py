@@ -131,11 +131,14 @@ class VoiceServer:
     """The websocket server over shared `components` (a `headstart.session.Components`).
 
     Use: `await server.start()` (returns the bound port), ..., `await server.close()`.
+    `listener`: each session's listener factory (`Session`'s `listener`; None: the default `Listener`
+    on the components' VAD and ASR), for harnesses and tests that script the listening stage.
     """
 
     def __init__(self, components, config: ServerConfig | None = None, clock: Clock | None = None,
-                 static_dir: Path | None = None) -> None:
+                 static_dir: Path | None = None, listener=None) -> None:
         self.components = components
+        self.listener = listener
         self.config = config or ServerConfig()
         self.clock = clock or MonotonicClock()
         self.static_dir = (static_dir or web_dir()).resolve()
@@ -397,7 +400,7 @@ class _Connection:
         try:
             self.session = Session(
                 self.server.components, clock=self.server.clock, playback_lead_s=c.playback_lead_s,
-                audio_frame_s=c.audio_frame_s, realtime_playback=True,
+                audio_frame_s=c.audio_frame_s, realtime_playback=True, listener=self.server.listener,
             )
         except Exception as exc:  # a session that cannot start: the client hears why, then the close (1011)
             await self._error("internal", f"the session could not start: {type(exc).__name__}: {exc}")

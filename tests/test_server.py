@@ -376,15 +376,32 @@ def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(r
     audio for it: the server notices the unread backlog (a ping behind its data, not answered within
     `max_send_lag_s`), frees the session's slot, and the client, once it has read its way through what
     was queued, gets an `error` "slow_consumer" and a close with 1008 (before: the keepalive's 1011,
-    lost behind the audio: 1006 after ~40 s)."""
+    lost behind the audio: 1006 after ~40 s). The reply comes through the public API: the client's
+    audio drives a scripted listener (the server's `listener` seam) to a turn, a scripted LLM answers
+    and a scripted voice speaks 300 s, all of it sent at once (a playback lead longer than the reply)."""
     import socket
     import time
+    from dataclasses import replace
 
-    from headstart.audio import AudioFrame
-    from headstart.reply import ReplyAudio
+    from fakes import ScriptedLLM, ScriptedListener, ScriptedTTS
+
+    from headstart.clock import MonotonicClock
+    from headstart.config import SessionConfig
+    from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded, SpeechStarted
+
+    turn = [(0.3, SpeechStarted(0.3)), (1.0, SpeechEnded(1.0)), (1.1, FinalTranscript("Say something long.", 1.0)),
+            (1.2, EndOfTurn(1.2, 0.2))]
 
     async def main():
-        server = await started_server(max_send_lag_s=1.0, send_probe_s=0.2)
+        clock = MonotonicClock()
+        llm = ScriptedLLM(clock, default="One two three four.")
+        llm.gate.set()
+        tts = ScriptedTTS(seconds_per_word=75.0)  # 4 words: 300 s of reply audio, ready at once
+        config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
+        server = VoiceServer(Components(config=config, asr=None, llm=llm, tts=tts),
+                             ServerConfig(port=0, max_send_lag_s=1.0, send_probe_s=0.2, playback_lead_s=1000.0),
+                             clock=clock, listener=lambda eou, acoustic: ScriptedListener(turn, eou, acoustic))
+        await server.start()
         started = time.monotonic()
         try:
             async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
@@ -393,9 +410,8 @@ def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(r
                 await ws.send('{"type": "session.start"}')
                 assert (await recv_json(ws))["type"] == "session.started"
                 connection = next(iter(server.connections))
-                frame = AudioFrame(np.zeros(2205, np.float32), 22050)  # 0.1 s, 4410 bytes as PCM16
-                for _ in range(3000):  # a reply of 300 s whose audio is all ready (no pacing)
-                    connection.session._out.put_nowait(ReplyAudio(frame, "r1"))
+                for _ in range(75):  # 1.5 s of the user's audio in 20 ms frames: the scripted turn ends
+                    await ws.send(bytes(640))
                 texts, num_audio, slot_freed = [], 0, None
                 while True:
                     try:
@@ -408,14 +424,17 @@ def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(r
                         texts.append(json.loads(message))
                     if slot_freed is None and connection.slow_consumer:
                         slot_freed = server.active_sessions == 0
-                    await asyncio.sleep(0.05)  # the slow consumer: ~2.5 s behind once its buffers are full
+                    if num_audio:
+                        await asyncio.sleep(0.05)  # the slow consumer: ~2.5 s behind once its buffers are full
         finally:
             await server.close()
+            server.components.close()
 
     close, texts, num_audio, slot_freed, took_s = run(main(), timeout=60)
     assert close is not None and close.code == 1008, close  # a close frame, not a dropped connection
-    assert [t["code"] for t in texts] == ["slow_consumer"]
-    assert 10 < num_audio < 3000  # it got some audio, then the server stopped sending
+    assert [t["code"] for t in texts if t["type"] == "error"] == ["slow_consumer"], texts
+    assert "reply.audio.start" in [t["type"] for t in texts]
+    assert 10 < num_audio < 3000  # it got some of the reply's 3000 frames, then the server stopped sending
     assert slot_freed
     assert took_s < 30
 
@@ -455,3 +474,23 @@ def test_every_reply_event_is_sent_with_its_own_reply_id():
     started, delta = asyncio.run(main())
     assert started["type"] == "reply.started" and started["reply_id"] == "r8"
     assert delta == {**delta, "type": "reply.text.delta", "reply_id": "r9", "text": "Hi"}
+
+
+def test_session_started_names_the_voice_rate_and_zero_without_a_voice(run):
+    """`output.sample_rate` is the Synthesizer's `sample_rate` (headstart/seams.py); components without
+    a TTS (None) say 0."""
+    async def main():
+        rates = []
+        for tts in (_NoTTS(), None):
+            server = VoiceServer(Components(config=PipelineConfig(), asr=None, llm=_NoLLM(), tts=tts), ServerConfig(port=0))
+            await server.start()
+            try:
+                async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                    await ws.send('{"type": "session.start"}')
+                    rates.append((await recv_json(ws))["output"]["sample_rate"])
+            finally:
+                await server.close()
+                server.components.close()
+        return rates
+
+    assert run(main()) == [22050, 0]
