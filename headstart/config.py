@@ -228,8 +228,8 @@ class SessionConfig:
     """The session's head start (headstart/preemption.py): incremental prefill from partial
     transcripts and a preemptive reply, held until the end of turn confirms it.
 
-    A held reply starts when the user has stopped speaking (the VAD's speech end, or the final
-    transcript) and the text reads complete: its EOU probability is at least `preempt_eou_threshold`
+    A held reply starts when the user has stopped speaking (a pause the VAD hears, with
+    `preempt_on_pause`; its speech end; or the final transcript) and the text reads complete: its EOU probability is at least `preempt_eou_threshold`
     when an EOU signal is known, else it ends with sentence punctuation (the simple rule).
     """
 
@@ -237,6 +237,11 @@ class SessionConfig:
     incremental_prefill: bool = True  # partial transcripts prefill the KV cache (needs head_start)
     preemptive: bool = True  # a held reply may start before the end of turn (needs head_start)
     preempt_min_words: int = 2  # shorter texts get no held reply
+    # a pause the VAD hears but has not yet confirmed as the speech's end (its min_silence_s still
+    # running) may start the held reply once it lasts preempt_pause_s; speech that goes on drops it.
+    # False: the held reply waits for the VAD's speech end (docs/latency.md, session 8)
+    preempt_on_pause: bool = True
+    preempt_pause_s: float = 0.064
     # EOU probability from which a held reply starts once the user is silent. None: a quarter of the way
     # (log scale) from the endpointer's low to its high threshold for the scorer in use, so it follows
     # that scale and work starts while the endpointer still waits (a miss costs only LLM time; how many

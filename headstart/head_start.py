@@ -9,7 +9,7 @@ released reply or the LiveTurn to generate the confirmed one from.
                      priority=components.llm_priority)
     head.prewarm()                       # before the user's words: prefill the chat so far
     head.partial(text)                   # LiveTurn.update, and a changed text drops the held reply
-    head.speech_started() / speech_ended() / final(text) / eou(text, p)
+    head.speech_started() / pause_started() / pause_ended() / speech_ended() / final(text) / eou(text, p)
     reply = head.end_of_turn(turn)       # the held reply to release (a hit), or None
     live = head.take_live()              # else the turn's LiveTurn (the prompt mostly prefilled)
     head.cancel(reason)                  # the turn is dropped: nothing held stays (idempotent)
@@ -139,6 +139,15 @@ class HeadStart:
 
     def speech_ended(self) -> None:
         self._apply(self.policy.speech_ended())
+
+    def pause_started(self) -> None:
+        """The VAD hears a pause it has not confirmed as the speech's end: a held reply may start on the
+        latest text (`SessionConfig.preempt_on_pause`)."""
+        self._apply(self.policy.pause_started())
+
+    def pause_ended(self) -> None:
+        """The speech went on after that pause: a reply held on it is dropped."""
+        self._apply(self.policy.pause_ended())
 
     def final(self, text: str) -> None:
         """The utterance's final transcript (non-empty; "" goes to `cancel("no_words")`)."""

@@ -3,6 +3,8 @@ drop it, and whether the end of turn releases it. A plain synchronous policy on 
 session executes the returned decisions (no I/O here).
 
     policy.partial(text)           every partial transcript of the user's turn
+    policy.pause_started()         the VAD hears a pause after speech, not yet confirmed as its end
+    policy.pause_ended()           the speech went on after that pause (held work is dropped)
     policy.speech_ended()          the VAD heard the user stop
     policy.final(text)             the utterance's final transcript
     policy.eou(text, probability)  an end-of-utterance probability for `text` (optional signal)
@@ -10,11 +12,13 @@ session executes the returned decisions (no I/O here).
     policy.end_of_turn(text)       -> Release (a hit) or CancelHeld + nothing (a miss: regenerate)
     policy.cancel(reason)          the turn was dropped (no words, cleared, reset)
 
-When to preempt: once the user has stopped speaking (the VAD's speech end: no new words can come, so
-the text is as stable as it gets before the final pass) and the text *reads complete* (see
-`reads_complete`): its EOU probability is at least `preempt_threshold(...)` when one is
-known for exactly this text, else (the simple rule, used while no EOU signal is wired) it ends with
-sentence punctuation. The final transcript is checked again: a different text drops the held reply and,
+When to preempt: once the user has stopped speaking and the text *reads complete* (see
+`reads_complete`). Stopped speaking means the VAD's speech end (no new words can come, so the text is
+as stable as it gets before the final pass) or, with `SessionConfig.preempt_on_pause`, a pause the VAD
+hears but has not confirmed yet (`pause_started`, its `min_silence_s` still running): the reply then
+gets those ~0.25 s too, and if the speech goes on (`pause_ended`) it is dropped. Reads complete means
+its EOU probability is at least `preempt_threshold(...)` when one is known for exactly this text,
+else (the simple rule, used while no EOU signal is wired) it ends with sentence punctuation. The final transcript is checked again: a different text drops the held reply and,
 if it reads complete, starts one on the final text. A held reply is released only when the end of turn's
 transcript equals the text it was conditioned on (whitespace aside); anything else drops it, so a stale
 reply is never spoken.
@@ -122,6 +126,7 @@ class PreemptionPolicy:
         self._held_at_s = 0.0
         self._latest = ""
         self._speaking = False
+        self._paused = False  # a pause the VAD has not confirmed as the speech's end (preempt_on_pause)
         self._eou: tuple[str, float] | None = None
         self.outcome = "none"
 
@@ -158,6 +163,22 @@ class PreemptionPolicy:
     # -- events ---------------------------------------------------------------------------------------
     def speech_started(self) -> list[Decision]:
         self._speaking = True
+        self._paused = False
+        return self._cancel("speech_resumed")
+
+    def pause_started(self) -> list[Decision]:
+        """The VAD hears silence after speech that it has not confirmed as the speech's end: with
+        `SessionConfig.preempt_on_pause` the latest text may start a held reply now (else nothing)."""
+        if not self.config.preempt_on_pause or not self._speaking:
+            return []
+        self._paused = True
+        return self._maybe_preempt(self._latest)
+
+    def pause_ended(self) -> list[Decision]:
+        """The speech went on before the VAD confirmed its end: a reply held on the pause is dropped."""
+        if not self._paused:
+            return []
+        self._paused = False
         return self._cancel("speech_resumed")
 
     def partial(self, text: str) -> list[Decision]:
@@ -168,6 +189,7 @@ class PreemptionPolicy:
 
     def speech_ended(self) -> list[Decision]:
         self._speaking = False
+        self._paused = False
         return self._maybe_preempt(self._latest)
 
     def final(self, text: str) -> list[Decision]:
@@ -186,7 +208,7 @@ class PreemptionPolicy:
         """An EOU probability for `text` (None: unknown). It may start a held reply while the user is
         silent and `text` is the latest."""
         self._eou = None if probability is None else (text, float(probability))
-        if self._speaking or not same_text(text, self._latest):
+        if self._speaking_now or not same_text(text, self._latest):
             return []
         return self._maybe_preempt(text)
 
@@ -226,13 +248,19 @@ class PreemptionPolicy:
         return outcome
 
     # -- internals ------------------------------------------------------------------------------------
+    @property
+    def _speaking_now(self) -> bool:
+        """The user may be mid-word: speaking, and not in a pause that may start a held reply."""
+        return self._speaking and not self._paused
+
     def _new_turn(self) -> None:
         self._latest = ""
         self._eou = None
         self._speaking = False
+        self._paused = False
 
     def _maybe_preempt(self, text: str) -> list[Decision]:
-        if not self.preemptive or self._speaking or not self.reads_complete(text):
+        if not self.preemptive or self._speaking_now or not self.reads_complete(text):
             return []
         if self.held_text is not None and same_text(self.held_text, text):
             return []

@@ -166,6 +166,7 @@ class Session:
         self._timer: asyncio.Task[None] | None = None
         self._closed = False
         self._speech_started_at: float | None = None  # the current utterance's first speech start
+        self._paused = False  # the listener's VAD hears a pause of preempt_pause_s, not yet its end
 
     def _eou_can_compute(self) -> bool:
         """EOU estimates run only while the user is silent (the listener asks on every partial; mid-speech
@@ -202,10 +203,30 @@ class Session:
         if self.head_start.idle:
             self.head_start.prewarm()
         await self._listening.push(frame, self.turns.bargein_armed)  # the VAD's quicker start over the reply
+        self._follow_pause()
         tt = self.turns  # the playback position this audio was heard at: echo after an underrun
         self._echo.heard(frame, tt.played_s() if tt.agent is AgentState.SPEAKING else None)
         self._audio_s += frame.duration_s
         self.audio_clock.record(self._audio_s, self._clock.now())
+
+    def _follow_pause(self) -> None:
+        """The VAD's pause in progress, read after each frame: once it lasts `preempt_pause_s` the latest
+        text is estimated and may start the held reply (`SessionConfig.preempt_on_pause`); speech that goes
+        on before the VAD confirms its end drops that reply. A pause that ends in the VAD's speech end
+        changes nothing here (its SpeechEnded follows)."""
+        listener = self._listening.listener
+        pause_s = listener.pause_s
+        paused = pause_s is not None and pause_s >= self._config.session.preempt_pause_s - 1e-9
+        if paused == self._paused:
+            return
+        self._paused = paused
+        if self.turns.utterance != "user" or not self._config.session.preempt_on_pause:
+            return
+        if paused:
+            self.eou.speech_ended(self.head_start.latest_text)  # estimated now, before a held reply on it
+            self.head_start.pause_started()
+        elif listener.in_speech:
+            self.head_start.pause_ended()
 
     async def commit(self) -> None:
         """The user ends the turn now (push-to-talk released): the speech so far gets its final

@@ -26,9 +26,18 @@ class ScriptedListener:
         self.eou_scorer, self.acoustic_scorer = eou_scorer, acoustic_scorer
         self.audio_s = 0.0
         self.bargein_armed = False
-        self.silence_pending = False
+        self.pause_s: float | None = None  # the VAD's unconfirmed pause so far (set by tests)
+        self.in_speech = False  # the VAD is inside a speech segment (set by tests)
         self._queue: asyncio.Queue = asyncio.Queue()
         ScriptedListener.made.append(self)
+
+    @property
+    def silence_pending(self) -> bool:
+        return self.pause_s is not None
+
+    @silence_pending.setter
+    def silence_pending(self, pending: bool) -> None:  # a pause just begun (0 s of it)
+        self.pause_s = 0.0 if pending else None
 
     async def push(self, frame) -> None:
         self.audio_s += frame.duration_s

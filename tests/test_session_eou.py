@@ -10,7 +10,7 @@ import asyncio
 import threading
 from dataclasses import replace
 
-from fakes import AudioDriver, ScriptedLLM, ScriptedListener
+from fakes import AudioDriver, InlineExecutor, ScriptedLLM, ScriptedListener, ScriptedTTS
 
 from headstart.clock import FakeClock
 from headstart.components import Components
@@ -32,11 +32,13 @@ class RecordingEOU:
 class Rig:
     """A Session on a scripted listener and LLM, `model` as its EOU model (of the `kinds` this LLM has)."""
 
-    def __init__(self, monkeypatch, model: RecordingEOU, script: list, kinds=("head", "token"), **session) -> None:
+    def __init__(self, monkeypatch, model: RecordingEOU, script: list, kinds=("head", "token"), tts=None,
+                 **session) -> None:
         self.clock = FakeClock()
         self.llm = ScriptedLLM(self.clock)
         config = replace(PipelineConfig(), session=SessionConfig(**session))
-        self.components = Components(config=config, asr=None, llm=self.llm, tts=None)
+        executors = {} if tts is None else {"tts_executor": InlineExecutor()}
+        self.components = Components(config=config, asr=None, llm=self.llm, tts=tts, **executors)
         monkeypatch.setattr(Components, "eou_model", lambda self, kind: model if kind in kinds else None)
         self.script = script
         self.listener: ScriptedListener | None = None
@@ -92,7 +94,8 @@ def test_a_partial_heard_while_the_vad_hears_silence_is_scored_and_preempts_at_t
     model = RecordingEOU(0.6)
     rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (1.0, PartialTranscript("", "turn on the lights", 1.0)),
                                    (1.2, PartialTranscript("", "turn on the lights in", 1.2)),
-                                   (1.4, PartialTranscript("", "turn on the lights", 1.4)), (1.5, SpeechEnded(1.5))])
+                                   (1.4, PartialTranscript("", "turn on the lights", 1.4)), (1.5, SpeechEnded(1.5))],
+              preempt_on_pause=False)
 
     async def main():
         session = rig.session()
@@ -272,3 +275,78 @@ def test_the_trained_head_brings_its_calibrated_thresholds(monkeypatch):
     components.close()
     with pytest.raises(ValueError, match="head_thresholds"):
         Endpointer(EndpointConfig(head_thresholds="calibrated"))
+
+
+def test_a_pause_starts_the_held_reply_before_the_speech_end_and_speech_going_on_drops_it(monkeypatch):
+    """SessionConfig.preempt_on_pause: a pause of preempt_pause_s (not yet the VAD's speech end) has the
+    latest text estimated and, when it reads complete, a held reply started on it; the speech going on
+    (the pause ends inside the speech segment) drops it; a shorter pause does nothing."""
+    model = RecordingEOU(0.6)
+    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.8, PartialTranscript("", "turn on the lights", 0.8)),
+                                   (1.6, PartialTranscript("", "turn on the lights in the hall", 1.6)),
+                                   (2.0, SpeechEnded(2.0))], tts=ScriptedTTS())
+
+    async def main():
+        session = rig.session()
+        rig.listener.in_speech = True
+        await rig.driver.until(0.9)
+        rig.listener.pause_s = 0.032  # shorter than preempt_pause_s: a gap between words
+        await rig.driver.until(1.0)
+        await session.eou.settle()
+        assert model.calls == [] and rig.held() == []
+        rig.listener.pause_s = 0.1
+        await rig.driver.until(1.1)
+        await session.eou.settle()
+        assert model.calls == ["turn on the lights"]
+        assert rig.held() == ["turn on the lights"]  # before any SpeechEnded
+        held = session.head_start.held
+        assert held is not None
+        rig.listener.pause_s = None  # the speech goes on
+        await rig.driver.until(1.2)
+        assert session.head_start.held is None and held.cancelled
+        assert session.head_start.stats.misses == 1
+        await session.aclose()
+
+    rig.run(main)
+
+
+def test_a_pause_that_becomes_the_speech_end_keeps_the_reply_it_started(monkeypatch):
+    model = RecordingEOU(0.6)
+    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.8, PartialTranscript("", "turn on the lights", 0.8)),
+                                   (1.2, SpeechEnded(0.9))], tts=ScriptedTTS())
+
+    async def main():
+        session = rig.session()
+        rig.listener.in_speech = True
+        await rig.driver.until(1.0)
+        rig.listener.pause_s = 0.1
+        await rig.driver.until(1.1)
+        await session.eou.settle()
+        held = session.head_start.held
+        assert rig.held() == ["turn on the lights"] and held is not None
+        rig.listener.pause_s, rig.listener.in_speech = None, False  # the VAD confirms the end
+        await rig.driver.until(1.3)
+        await session.eou.settle()
+        assert session.head_start.held is held and not held.cancelled  # the same reply, not a second one
+        assert rig.held() == ["turn on the lights"] and model.calls == ["turn on the lights"]
+        await session.aclose()
+
+    rig.run(main)
+
+
+def test_without_preempt_on_pause_a_pause_starts_nothing(monkeypatch):
+    model = RecordingEOU(0.6)
+    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.8, PartialTranscript("", "turn on the lights", 0.8))],
+              preempt_on_pause=False)
+
+    async def main():
+        session = rig.session()
+        rig.listener.in_speech = True
+        await rig.driver.until(0.9)
+        rig.listener.pause_s = 0.2
+        await rig.driver.until(1.0)
+        await session.eou.settle()
+        assert rig.held() == [] and model.calls == []
+        await session.aclose()
+
+    rig.run(main)

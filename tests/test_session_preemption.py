@@ -182,3 +182,44 @@ def test_the_default_threshold_follows_the_endpointer_scale():
     assert policy.speech_ended() == []
     assert policy.eou("turn on the lights", 0.15) == []  # low on this scale
     assert policy.eou("turn on the lights", 0.6) == [Preempt("turn on the lights")]
+
+
+def test_a_pause_before_the_speech_end_preempts_and_speech_going_on_drops_it():
+    """SessionConfig.preempt_on_pause: an unconfirmed pause is "stopped speaking" for the held reply; the
+    speech going on drops it, and later partials start nothing until the next pause or the speech end."""
+    clock = FakeClock()
+    policy = PreemptionPolicy(clock)
+    user_says(policy, clock, "Turn on the lights.")
+    assert policy.eou("Turn on the lights.", 0.6) == []  # still speaking: an estimate starts nothing
+    clock.advance(0.07)
+    assert policy.pause_started() == [Preempt("Turn on the lights.")]
+    assert policy.pause_ended() == [CancelHeld("speech_resumed")]
+    assert policy.pause_ended() == []  # once
+    assert policy.partial("Turn on the lights in the hall.") == []
+    assert policy.eou("Turn on the lights in the hall.", 0.9) == []  # speaking again
+    assert policy.pause_started() == [Preempt("Turn on the lights in the hall.")]
+    clock.advance(0.2)
+    assert policy.speech_ended() == []  # the pause was the end: the same held reply goes on
+    assert policy.final("Turn on the lights in the hall.") == []
+    (release,) = policy.end_of_turn("Turn on the lights in the hall.")
+    assert isinstance(release, Release) and release.lead_s == pytest.approx(0.2)
+    assert (policy.stats.hits, policy.stats.misses) == (1, 1)
+
+
+def test_a_pause_waits_for_an_estimate_that_reads_complete():
+    clock = FakeClock()
+    policy = PreemptionPolicy(clock)
+    user_says(policy, clock, "Turn on the")
+    assert policy.pause_started() == []  # no punctuation and no estimate: nothing
+    assert policy.eou("Turn on the", 0.01) == []  # reads cut off
+    assert policy.partial("Turn on the lights") == []  # the early final pass during the pause
+    assert policy.eou("Turn on the lights", 0.5) == [Preempt("Turn on the lights")]
+
+
+def test_without_preempt_on_pause_a_pause_is_speech():
+    clock = FakeClock()
+    policy = PreemptionPolicy(clock, SessionConfig(preempt_on_pause=False))
+    user_says(policy, clock, "Turn on the lights.")
+    assert policy.pause_started() == [] and policy.eou("Turn on the lights.", 0.9) == []
+    assert policy.pause_ended() == []
+    assert policy.speech_ended() == [Preempt("Turn on the lights.")]

@@ -168,10 +168,18 @@ def test_silence_pending_is_the_unconfirmed_silence_after_speech(sentence, asr_e
             await lst.push(AudioFrame(audio[start : start + step], 16000))
             await asyncio.sleep(0)
             seen.append((lst.silence_pending, any(isinstance(e, SpeechEnded) for e in events)))
+            pauses.append((lst.pause_s, lst.in_speech))
         await lst.end_input()
         await asyncio.wait_for(consumer, 10)
 
+    pauses: list[tuple[float | None, bool]] = []  # (pause_s, in_speech) after each frame
     asyncio.run(main())
+    # pause_s is the unconfirmed pause's length so far (None exactly when nothing is pending); the VAD
+    # is in a speech segment throughout it, and no longer after its SpeechEnded
+    assert all((pause is None) == (not p) for (pause, _), (p, _) in zip(pauses, seen))
+    assert all(speaking for pause, speaking in pauses if pause is not None)
+    assert max(pause for pause, _ in pauses if pause is not None) < 0.25 + 0.04  # VADConfig.min_silence_s
+    assert not pauses[-1][1]
     speech_frames = sentence.shape[0] // 320
     pending = [i for i, (p, _) in enumerate(seen) if p]
     assert pending, "no silence was ever pending"

@@ -305,6 +305,19 @@ class Listener:
         yet (a SpeechEnded follows `VADConfig.min_silence_s` in, unless the speech resumes)."""
         return self._vad.silence_since_s is not None
 
+    @property
+    def pause_s(self) -> float | None:
+        """How long the VAD has heard silence after speech that it has not confirmed as the speech's
+        end (seconds of audio received), or None when it hears no such pause (speech, or no speech)."""
+        since = self._vad.silence_since_s
+        return None if since is None else max(self._position_s - since, 0.0)
+
+    @property
+    def in_speech(self) -> bool:
+        """Whether the VAD is inside a speech segment (from its SpeechStarted to its SpeechEnded, a pause
+        not yet confirmed included): a pause that ends with this still True was a gap in the speech."""
+        return bool(self._vad.speaking)
+
     # -- output ---------------------------------------------------------------------------------
     def __aiter__(self) -> Listener:
         return self
