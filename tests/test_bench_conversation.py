@@ -282,6 +282,7 @@ def test_baseline_and_ablations_set_their_switches():
     assert baseline.endpoint.silence_s + base.vad.speech_pad_s == pytest.approx(0.8)
     assert apply(known["headstart"], base) == base
     assert apply(known["no-first-clause"], base).tts.first_clause is False
+    assert apply(known["no-pause-preempt"], base).session.preempt_on_pause is False
     for name, variant in known.items():
         if not missing_switches(variant, base):
             changed = apply(variant, base)

@@ -73,13 +73,16 @@ def variants(base: PipelineConfig | None = None) -> dict[str, Variant]:
                 (Switch("endpoint", "semantic", False),)),
         Variant("no-preemptive", "headstart without the held preemptive reply",
                 (Switch("session", "preemptive", False),)),
+        Variant("no-pause-preempt", "headstart with the held reply waiting for the VAD's speech end "
+                "(not started on the unconfirmed pause before it)",
+                (Switch("session", "preempt_on_pause", False),)),
         Variant("no-first-clause", "headstart with whole sentences to TTS (no early first clause)",
                 (Switch("tts", "first_clause", False),)),
     )}
 
 
 DEFAULT_CONFIGS = ("baseline", "headstart", "no-streaming-asr", "no-incremental-prefill",
-                   "no-semantic-endpointing", "no-preemptive", "no-first-clause")
+                   "no-semantic-endpointing", "no-preemptive", "no-pause-preempt", "no-first-clause")
 
 
 def missing_switches(variant: Variant, base: PipelineConfig | None = None) -> list[str]:
@@ -113,7 +116,7 @@ def effective(config: PipelineConfig) -> dict:
     for section in ("asr", "endpoint", "session", "tts", "llm"):
         obj = getattr(config, section)
         names = {"asr": ("model", "streaming"), "endpoint": ("semantic", "silence_s"),
-                 "session": ("head_start", "incremental_prefill", "preemptive", "eou"),
+                 "session": ("head_start", "incremental_prefill", "preemptive", "preempt_on_pause", "eou"),
                  "tts": ("engine", "first_clause"), "llm": ("speculative",)}[section]
         for name in names:
             if hasattr(obj, name):
