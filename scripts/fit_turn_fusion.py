@@ -11,6 +11,14 @@ test: odd), so the cut and complete versions of one recording stay in one split.
 
     .venv/bin/python scripts/fit_turn_fusion.py --out /tmp/turn_fusion.json
 
+With `--fit-dir DIR` (a folder `headstart.bench.asr.load_items` reads, e.g. the Asterisk prompts of
+scripts/make_fit_speech.py) every recording of DIR is training and all 52 packaged recordings are the
+test: nothing of the bench tunes the fit. Besides the fusion, the text head's own thresholds are
+recalibrated on the training rows alone (`calibrate_thresholds`, as `train-eou` does) and reported
+on the test beside the head's shipped pair.
+
+    .venv/bin/python scripts/fit_turn_fusion.py --fit-dir ~/.cache/headstart/fit_speech --out /tmp/rows.json
+
 Prints a table per split and ends with one JSON line (the fitted weights and the test figures).
 """
 
@@ -53,19 +61,31 @@ def collect(args) -> list[dict]:
     head.estimate(messages, "Hello")
     rng = np.random.default_rng(0)
     rows = []
+    # (name, text, audio, speech start s, speech end s, split)
     recs = sorted(recordings(), key=lambda r: r.name)
-    for i, rec in enumerate(recs):
-        audio = rec.read()
-        split = "train" if i % 2 == 0 else "test"
-        tail = room_noise(audio, rec.speech_start_s, 2.0, rng)
+    if args.fit_dir:
+        from headstart.bench.asr import load_items
+
+        items = [(it.name, it.text, it.audio, it.speech_start_s, it.speech_end_s, "train")
+                 for it in sorted(load_items(args.fit_dir), key=lambda it: it.name)]
+        if args.limit:
+            items = items[:: max(1, len(items) // args.limit)][: args.limit]
+        items += [(r.name, r.text, r.read(), r.speech_start_s, r.speech_end_s, "test") for r in recs]
+    else:
+        items = [(r.name, r.text, r.read(), r.speech_start_s, r.speech_end_s, "train" if i % 2 == 0 else "test")
+                 for i, r in enumerate(recs)]
+    started_all = time.monotonic()
+    for i, (name, ref_text, audio, speech_start_s, speech_end_s, split) in enumerate(items):
+        print(f"[{i + 1}/{len(items)} {time.monotonic() - started_all:.0f} s]", end=" ", file=sys.stderr)
+        tail = room_noise(audio, speech_start_s, 2.0, rng)
         samples = []  # (kind, audio before the pause, fill after it)
-        end = int(round(rec.speech_end_s * SR))
+        end = int(round(speech_end_s * SR))
         samples.append(("complete", audio[:end], np.concatenate([audio[end:], tail])))
         words = timer.transcribe(audio).words
-        if len(rec.text.replace("...", " ").split()) >= 4 and len(words) >= 4:
+        if len(ref_text.replace("...", " ").split()) >= 4 and len(words) >= 4:
             k = len(words) // 2
             cut = int(round((words[k - 1].end_s + words[k].start_s) / 2 * SR))
-            samples.append(("noise", audio[:cut], room_noise(audio, rec.speech_start_s, 2.0, rng)))
+            samples.append(("noise", audio[:cut], room_noise(audio, speech_start_s, 2.0, rng)))
             samples.append(("zero", audio[:cut], np.zeros(2 * SR, np.float32)))
         for kind, before, fill in samples:
             text = asr.transcribe(np.concatenate([before, fill[: int(0.1 * SR)]])).text.strip()
@@ -77,10 +97,10 @@ def collect(args) -> list[dict]:
                     np.concatenate([before, fill[: int(round(after * SR))]])
                 )
                 cost = time.perf_counter() - started
-            row = dict(name=rec.name, split=split, kind=kind, label=int(kind == "complete"), text=text,
+            row = dict(name=name, split=split, kind=kind, label=int(kind == "complete"), text=text,
                        p_text=p_text, p_acoustic=acoustic, acoustic_cost_s=cost)
             rows.append(row)
-            print(f"{rec.name:28s} {kind:8s} text {p_text:.3f} acoustic "
+            print(f"{name:28s} {kind:8s} text {p_text:.3f} acoustic "
                   + " ".join(f"{v:.3f}" for v in acoustic.values()) + f"  {text!r}", file=sys.stderr)
     return rows
 
@@ -93,21 +113,34 @@ def main() -> int:
     parser.add_argument("--rows", default=None, help="read collected rows from this JSON instead of computing them")
     parser.add_argument("--out", default=None, help="write the collected rows here")
     parser.add_argument("--max-cutoff", type=float, default=0.02)
+    parser.add_argument("--fit-dir", default=None,
+                        help="train on every recording of this folder (transcripts.tsv), test on the 52 packaged ones")
+    parser.add_argument("--limit", type=int, default=None, help="with --fit-dir: at most this many of its recordings, evenly spread")
+    parser.add_argument("--text-thresholds", type=float, nargs=2, default=(0.805, 0.825),
+                        help="the text head's shipped pair (eou_low eou_high), the baseline")
     args = parser.parse_args()
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be >= 1")
     if args.rows:
         rows = json.load(open(args.rows))
     else:
         rows = collect(args)
         if args.out:
             json.dump(rows, open(args.out, "w"), indent=1)
-    from headstart.bench.turn_fusion_fit import evaluate, fit
+    from headstart.bench.turn_fusion_fit import evaluate, fit, fit_text_thresholds
 
     train = [r for r in rows if r["split"] == "train"]
     test = [r for r in rows if r["split"] == "test"]
     weights = fit(train, max_cutoff=args.max_cutoff)
-    out = {"weights": weights.as_dict()}
+    text_pair = fit_text_thresholds(train, max_cutoff=args.max_cutoff)
+    shipped = tuple(args.text_thresholds)
+    out = {"weights": weights.as_dict(), "text_thresholds_refit": text_pair, "text_thresholds_shipped": shipped}
+    print(f"fusion: {weights.as_dict()}\ntext head refit: {text_pair} (shipped {shipped})")
     for name, part in (("train", train), ("test", test), ("all", rows)):
-        out[name] = evaluate(weights, part)
+        out[name] = evaluate(weights, part, text_thresholds=shipped)
+        refit = evaluate(weights, part, text_thresholds=(text_pair["eou_low"], text_pair["eou_high"]))
+        out[name].update({k.replace("text_", "text_refit_"): v for k, v in refit.items()
+                          if k.startswith("text_") and not k.startswith("text_refit")})
         print(f"{name:5s} " + " ".join(f"{k}={v}" for k, v in out[name].items()))
     print(json.dumps(out))
     return 0

@@ -10,7 +10,7 @@ import pytest
 from headstart.config import EndpointConfig
 from headstart.events import SpeechEnded, SpeechStarted
 from headstart.voice.endpoint import Endpointer
-from headstart.bench.turn_fusion_fit import evaluate, fit
+from headstart.bench.turn_fusion_fit import evaluate, fit, fit_text_thresholds
 from headstart.voice.turn_fusion import FITTED, FusionWeights, ending
 
 FUSION = EndpointConfig(acoustic_model="smart-turn-v3.2", eou_low=0.805, eou_high=0.825)
@@ -91,6 +91,20 @@ def test_fit_separates_and_its_thresholds_keep_cut_offs_down():
     assert report["fused_expected_cutoff"] <= 0.02
     with pytest.raises(ValueError, match="complete and cut"):
         fit([r for r in rows if r["label"] == 1])
+
+
+def test_text_thresholds_refit_on_rows_keep_their_cut_offs_down():
+    # cut texts that read complete (0.86-0.90: "Press 1 to send this message."), complete turns up to 0.99
+    rows = _rows() + [{"text": "Press 1.", "p_text": 0.86 + 0.01 * i, "p_acoustic": {"0.2": 0.5}, "label": 0} for i in range(5)]
+    rows += [{"text": "Done.", "p_text": 0.95 + 0.01 * i, "p_acoustic": {"0.2": 0.9}, "label": 1} for i in range(5)]
+    pair = fit_text_thresholds(rows, max_cutoff=0.02)
+    assert pair["eou_high"] > 0.9
+    assert 0 < pair["eou_low"] < pair["eou_high"] <= 1 and pair["expected_cutoff"] <= 0.02
+    report = evaluate(FITTED, rows, text_thresholds=(pair["eou_low"], pair["eou_high"]))
+    assert report["text_expected_cutoff"] <= 0.02
+    assert evaluate(FITTED, rows)["text_expected_cutoff"] > 0.02  # the shipped 0.805 / 0.825 cut these rows' pauses
+    with pytest.raises(ValueError, match="complete and cut"):
+        fit_text_thresholds([r for r in rows if r["label"] == 0])
 
 
 # -- the Endpointer with the fusion ---------------------------------------------------------------

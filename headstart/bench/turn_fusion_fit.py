@@ -12,7 +12,7 @@ import numpy as np
 
 from headstart.voice.turn_fusion import FusionWeights, _logit, ending
 
-__all__ = ["evaluate", "features", "fit"]
+__all__ = ["evaluate", "features", "fit", "fit_text_thresholds"]
 
 
 def features(rows: Sequence[Mapping], after: str = "0.2") -> tuple[np.ndarray, np.ndarray]:
@@ -48,6 +48,23 @@ def fit(rows: Sequence[Mapping], *, after: str = "0.2", l2: float = 0.05, max_cu
             "max_cutoff": max_cutoff, "mean_silence_complete_s": pair["mean_silence_complete_s"],
             "expected_cutoff": pair["expected_cutoff"]}
     return FusionWeights(*map(lambda v: round(float(v), 4), raw), round(bias, 4), pair["eou_low"], pair["eou_high"], info)
+
+
+def fit_text_thresholds(rows: Sequence[Mapping], *, max_cutoff: float = 0.02) -> dict[str, float]:
+    """The text head's own (eou_low, eou_high) recalibrated on `rows` (their p_text; label 1: complete),
+    as `train-eou` calibrates a head (`calibrate_thresholds`): returns its dict, values rounded to 4 places.
+
+    Raises:
+        ValueError: rows of one class only.
+    """
+    from headstart.training.train_eou import calibrate_thresholds
+
+    p = np.array([float(r["p_text"]) for r in rows])
+    y = np.array([int(r["label"]) for r in rows])
+    if y.size == 0 or y.min() == y.max():
+        raise ValueError("fit_text_thresholds needs complete and cut rows")
+    pair = calibrate_thresholds(p[y == 1], p[y == 0], max_cutoff=max_cutoff)
+    return {k: round(float(v), 4) for k, v in pair.items()}
 
 
 def evaluate(weights: FusionWeights, rows: Sequence[Mapping], *, after: str = "0.2",
