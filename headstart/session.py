@@ -210,13 +210,15 @@ class Session:
         self.audio_clock.record(self._audio_s, self._clock.now())
 
     def _follow_pause(self) -> None:
-        """The VAD's pause in progress, read after each frame: once it lasts `preempt_pause_s` the latest
-        text is estimated and may start the held reply (`SessionConfig.preempt_on_pause`); speech that goes
-        on before the VAD confirms its end drops that reply. A pause that ends in the VAD's speech end
-        changes nothing here (its SpeechEnded follows)."""
+        """The VAD's pause in progress, read after each frame: once it lasts `preempt_pause_s` and the
+        latest partial heard the speech up to it (so the final needs no other pass and will most likely be
+        that text), the text is estimated and may start the held reply (`SessionConfig.preempt_on_pause`);
+        speech that goes on before the VAD confirms its end drops that reply. A pause that ends in the
+        VAD's speech end changes nothing here (its SpeechEnded follows)."""
         listener = self._listening.listener
         pause_s = listener.pause_s
-        paused = pause_s is not None and pause_s >= self._config.session.preempt_pause_s - 1e-9
+        paused = (pause_s is not None and pause_s >= self._config.session.preempt_pause_s - 1e-9
+                  and listener.pause_heard)
         if paused == self._paused:
             return
         self._paused = paused

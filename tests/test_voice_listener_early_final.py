@@ -169,11 +169,17 @@ def test_silence_pending_is_the_unconfirmed_silence_after_speech(sentence, asr_e
             await asyncio.sleep(0)
             seen.append((lst.silence_pending, any(isinstance(e, SpeechEnded) for e in events)))
             pauses.append((lst.pause_s, lst.in_speech))
+            heard.append(lst.pause_heard)
         await lst.end_input()
         await asyncio.wait_for(consumer, 10)
 
     pauses: list[tuple[float | None, bool]] = []  # (pause_s, in_speech) after each frame
+    heard: list[bool] = []  # pause_heard after each frame
     asyncio.run(main())
+    # the early final pass (early_final_s into the pause) hears the speech up to it before the end
+    assert all(pause is not None for (pause, _), h in zip(pauses, heard) if h)
+    first_end_frame = next(i for i, (_, ended) in enumerate(seen) if ended)
+    assert any(heard[first_end_frame - 12 : first_end_frame])
     # pause_s is the unconfirmed pause's length so far (None exactly when nothing is pending); the VAD
     # is in a speech segment throughout it, and no longer after its SpeechEnded
     assert all((pause is None) == (not p) for (pause, _), (p, _) in zip(pauses, seen))

@@ -313,6 +313,16 @@ class Listener:
         return None if since is None else max(self._position_s - since, 0.0)
 
     @property
+    def pause_heard(self) -> bool:
+        """Whether, during such a pause, the newest ASR pass of the utterance heard its speech up to the
+        pause (but `final_slack_s`): if the speech ends here, the latest partial is the whole utterance
+        and the final needs no other pass. False without a pause."""
+        since, utterance = self._vad.silence_since_s, self._current
+        if since is None or utterance is None:
+            return False
+        return utterance.covered >= int(round(since * SAMPLE_RATE_HZ)) - self._slack
+
+    @property
     def in_speech(self) -> bool:
         """Whether the VAD is inside a speech segment (from its SpeechStarted to its SpeechEnded, a pause
         not yet confirmed included): a pause that ends with this still True was a gap in the speech."""
