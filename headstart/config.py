@@ -131,6 +131,11 @@ class EndpointConfig:
     # than the text head alone in the same `headstart bench asr` run, docs/listening.md)
     acoustic_model: str | None = None
     acoustic_after_s: float = 0.2
+    # how the acoustic score is used: "fusion" (above: turn_fusion.FITTED decides from both) or "veto"
+    # (the text head decides as without it, but a text reading complete is not ended at once when the
+    # pause sounds unfinished: acoustic P(complete) < acoustic_veto_below waits max_silence_s)
+    acoustic_mode: str = "fusion"
+    acoustic_veto_below: float = 0.05  # chosen on the Asterisk prompts' rows, docs/listening.md
 
 
 @dataclass(frozen=True, slots=True)

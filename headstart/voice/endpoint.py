@@ -28,6 +28,11 @@ acoustic score is being computed the turn waits for it (`max_silence_s` at most)
 too short to reach the pause) the text alone decides, as without the fusion. Speech that resumes makes
 the acoustic score stale: it is forgotten.
 
+Acoustic veto (`EndpointConfig.acoustic_mode = "veto"`): the acoustic score is taken the same way, but the
+text's EOU probability decides as without it, except that a pause whose acoustic score is below
+`acoustic_veto_below` (it sounds unfinished) waits at least `max_silence_s` — it can only lengthen a wait,
+never shorten one. Waiting for the score, or no score, is as with the fusion.
+
 All times are stream positions in seconds, so the decision does not depend on wall time or frame size.
 The VAD's SpeechEnded time is padded (`VADConfig.speech_pad_s`), so the silence after the last voiced
 window is speech_pad_s + the required silence, and the decision comes no earlier than the VAD's own
@@ -73,15 +78,17 @@ class Endpointer:
     `poll(audio_s) -> EndOfTurn | None`, `flush`, `reset`.
 
     Args:
-        config: the settings; `config.acoustic_model` (not None) switches the acoustic fusion on (with
-            `eou_scorer` "head", the probabilities it was fitted on).
+        config: the settings; `config.acoustic_model` (not None) switches the acoustic score on: the
+            fusion (`acoustic_mode` "fusion", with `eou_scorer` "head", the probabilities it was fitted
+            on) or the veto (`acoustic_mode` "veto", either scorer).
         fusion: the fusion's weights and thresholds (default `turn_fusion.FITTED`); used only with
             `config.acoustic_model` set.
 
     Raises:
         ValueError: on an inconsistent config (negative silences, min > max silence, thresholds not
             0 < eou_low < eou_high <= 1, head_thresholds not 'trained'/'config', max_turn_s, max_wordless_s
-            or acoustic_after_s <= 0), on time going backwards or
+            or acoustic_after_s <= 0, acoustic_mode not 'fusion'/'veto', acoustic_veto_below outside
+            [0, 1]), on time going backwards or
             on a probability outside [0, 1] / NaN.
     """
 
@@ -107,14 +114,22 @@ class Endpointer:
             raise ValueError(f"EndpointConfig.max_wordless_s must be > 0, got {config.max_wordless_s}")
         if not config.acoustic_after_s > 0:
             raise ValueError(f"EndpointConfig.acoustic_after_s must be > 0, got {config.acoustic_after_s}")
+        if config.acoustic_mode not in ("fusion", "veto"):
+            raise ValueError(f"EndpointConfig.acoustic_mode must be 'fusion' or 'veto', got {config.acoustic_mode!r}")
+        if not 0.0 <= config.acoustic_veto_below <= 1.0:  # also rejects NaN
+            raise ValueError(f"EndpointConfig.acoustic_veto_below must be in [0, 1], got {config.acoustic_veto_below}")
         if fusion is not None and not isinstance(fusion, FusionWeights):
             raise TypeError(f"fusion must be FusionWeights, got {type(fusion).__name__}")
         self.config = config
         # the fusion is on only with an acoustic model configured (today's endpointer otherwise), and for
         # the trained head's probabilities it was fitted on (the raw token probability has another scale)
         self.fusion: FusionWeights | None = (
-            (fusion or FITTED) if config.acoustic_model and config.eou_scorer == "head" else None
+            (fusion or FITTED)
+            if config.acoustic_model and config.acoustic_mode == "fusion" and config.eou_scorer == "head"
+            else None
         )
+        # the veto only lengthens the text's waits, so it suits either EOU scorer
+        self.veto = bool(config.acoustic_model) and config.acoustic_mode == "veto"
         self.reset()
 
     def reset(self) -> None:
@@ -146,6 +161,22 @@ class Endpointer:
         return self._eou
 
     @property
+    def acoustic_on(self) -> bool:
+        """Whether this endpointer uses an acoustic score of the pause (the fusion or the veto)."""
+        return self.fusion is not None or self.veto
+
+    @property
+    def vetoed(self) -> bool:
+        """Whether the veto holds the turn now: veto mode, a known text EOU probability and an acoustic
+        score of the pause below `acoustic_veto_below`."""
+        return (
+            self.veto
+            and self._eou is not None
+            and self._acoustic is not None
+            and self._acoustic < self.config.acoustic_veto_below
+        )
+
+    @property
     def acoustic_probability(self) -> float | None:
         """The acoustic score pushed for the pause in progress (None: none, or speech resumed since)."""
         return self._acoustic
@@ -167,7 +198,10 @@ class Endpointer:
         fused = self.fused_probability
         if fused is not None:
             return required_silence_s(self.config, fused, (self.fusion.eou_low, self.fusion.eou_high))
-        return required_silence_s(self.config, self._eou)
+        silence = required_silence_s(self.config, self._eou)
+        if self.vetoed and self.config.semantic:
+            return max(silence, self.config.max_silence_s)
+        return silence
 
     def await_eou(self) -> None:
         """The EOU probability known now is stale (it scored text heard before the speech ended); until
@@ -182,8 +216,9 @@ class Endpointer:
 
     def await_acoustic(self) -> None:
         """An acoustic score of the pause in progress is being computed: until `push_acoustic` the
-        turn needs `max_silence_s`. Ignored when no turn is open or the fusion is off."""
-        if self._turn_start_s is not None and self.fusion is not None:
+        turn needs `max_silence_s`. Ignored when no turn is open or no acoustic score is used
+        (`acoustic_on`)."""
+        if self._turn_start_s is not None and self.acoustic_on:
             self._awaiting_acoustic = True
 
     @property
@@ -192,10 +227,11 @@ class Endpointer:
 
     def push_acoustic(self, probability: float | None) -> None:
         """The acoustic P(complete) of the open turn's audio at the pause in progress (None: none could
-        be computed; the text alone decides). Ignored when no turn is open or the fusion is off."""
+        be computed; the text alone decides). Ignored when no turn is open or no acoustic score is used
+        (`acoustic_on`)."""
         if probability is not None and not 0.0 <= probability <= 1.0:  # also rejects NaN
             raise ValueError(f"acoustic probability must be in [0, 1], got {probability}")
-        if self._turn_start_s is not None and self.fusion is not None:
+        if self._turn_start_s is not None and self.acoustic_on:
             self._acoustic = probability
             self._awaiting_acoustic = False
 

@@ -44,7 +44,8 @@ Events, in the order a consumer sees them for one utterance:
   Turn v3.2, and `EndpointConfig.acoustic_model` set): once per pause, when the VAD has heard
   `EndpointConfig.acoustic_after_s` of silence after speech, the turn's audio so far (its last 8 s) is
   scored and pushed into the Endpointer, which fuses it with the text's EOU probability and trailing
-  marks (headstart/voice/turn_fusion.py). Speech that resumes makes it stale; the next pause is scored.
+  marks (headstart/voice/turn_fusion.py), or uses it as a veto (`EndpointConfig.acoustic_mode`).
+  Speech that resumes makes it stale; the next pause is scored.
 * Ablations: `ASRConfig.streaming=False` runs no partial passes and emits no partials (one pass over
   the whole utterance from the VAD's end of speech, like a naive pipeline); with
   `EndpointConfig.semantic=False` the EOU scorer is never called and the silence is fixed.
@@ -571,7 +572,7 @@ class Listener:
         utterance = self._current
         if (
             self._acoustic_scorer is None
-            or self._endpointer.fusion is None
+            or not self._endpointer.acoustic_on
             or not self._endpointer.config.semantic
             or utterance is None
             or self._ended
