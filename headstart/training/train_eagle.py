@@ -49,7 +49,10 @@ class EagleData:
     [len(tokens[c]) - 1, d] float16 the hidden state after layer L at each position but the last,
     `targets[c]` [len(tokens[c]) - 1] int64 the full model's greedy token after each position,
     `first_loss[c]` the first position whose target is trained (after the shared system prompt),
-    `reply_start[c]` the first reply token's index, `held_out[c]`."""
+    `reply_start[c]` the first reply token's index, `held_out[c]`; `finals[c]` (None if not recorded)
+    [len(tokens[c]) - 1, d] float16 the full model's last hidden state after its final norm at each of
+    those positions (its logits over any vocabulary subset are the LM head rows times it: the teacher of
+    the distillation loss)."""
 
     tokens: list[list[int]]
     features: dict[int, list[torch.Tensor]]
@@ -57,11 +60,13 @@ class EagleData:
     first_loss: list[int]
     reply_start: list[int]
     held_out: list[bool]
+    finals: list[torch.Tensor] | None = None
 
     def subset(self, index: list[int]) -> EagleData:
         return EagleData([self.tokens[i] for i in index], {L: [f[i] for i in index] for L, f in self.features.items()},
                          [self.targets[i] for i in index], [self.first_loss[i] for i in index],
-                         [self.reply_start[i] for i in index], [self.held_out[i] for i in index])
+                         [self.reply_start[i] for i in index], [self.held_out[i] for i in index],
+                         [self.finals[i] for i in index] if self.finals is not None else None)
 
     def positions(self, held_out: bool | None = None) -> int:
         return sum(len(t) - f for t, f, h in zip(self.targets, self.first_loss, self.held_out)
@@ -69,9 +74,11 @@ class EagleData:
 
 
 def collect(model: Any, prompts: list[list[int]], exit_layers: list[int], end_ids: set[int], max_new_tokens: int = 40,
-            batch_size: int = 32, pad_id: int = 0, progress: Any = None) -> tuple[list[list[int]], dict, list[Any]]:
+            batch_size: int = 32, pad_id: int = 0, progress: Any = None, record_finals: bool = False) -> tuple:
     """Greedy replies to `prompts` and, per prompt, features after `exit_layers` and greedy targets at
-    every position of prompt + reply[:-1]. Returns (replies, {L: [tensor [n, d] float16]}, [targets [n]])."""
+    every position of prompt + reply[:-1]. Returns (replies, {L: [tensor [n, d] float16]}, [targets [n]]),
+    and with `record_finals` a fourth item: [tensor [n, d] float16] the last hidden state after the final
+    norm at those positions (the teacher's logits are the LM head of it)."""
     import torch
 
     from headstart.llm.eagle import inner_model
@@ -146,7 +153,7 @@ def collect(model: Any, prompts: list[list[int]], exit_layers: list[int], end_id
         if progress:
             progress(done, n_prompts)
     features = {L: [] for L in exit_layers}
-    targets = []
+    targets, finals_out = [], []
     with torch.inference_mode():
         for i in range(n_prompts):
             final = torch.cat(finals[i])
@@ -154,11 +161,15 @@ def collect(model: Any, prompts: list[list[int]], exit_layers: list[int], end_id
                 final = torch.cat([pre_final, final])
             if not normed:
                 final = inner.norm(final)
+            if record_finals:
+                finals_out.append(final.half())
             # the greedy token after every position, in chunks (an all-position logits tensor is GBs)
             targets.append(torch.cat([model.lm_head(final[c : c + 256]).argmax(-1) for c in range(0, len(final), 256)]))
             for L in exit_layers:
                 f = torch.cat(feats[L][i])
                 features[L].append(torch.cat([pre_feats[L], f]) if pre_feats is not None else f)
+    if record_finals:
+        return [replies[i] for i in range(n_prompts)], features, targets, finals_out
     return [replies[i] for i in range(n_prompts)], features, targets
 
 
@@ -173,9 +184,11 @@ def _final_is_normed(model: Any, out: Any) -> bool:
 # -- training ---------------------------------------------------------------------------------------
 
 
-def _batches(data: EagleData, layer: int, index: list[int], embed: Any, batch: int, offset: int = 0):
+def _batches(data: EagleData, layer: int, index: list[int], embed: Any, batch: int, offset: int = 0,
+             finals: bool = False):
     """Right-padded batches: features [B, T, d], embeddings of tokens 1..T [B, T, d], targets [B, T]
-    (the target of slot i is the greedy token after position i+1), loss mask [B, T], reply mask [B, T]."""
+    (the target of slot i is the greedy token after position i+1), loss mask [B, T], reply mask [B, T],
+    and the full model's final hidden states at positions 1..T [B, T, d] (None unless `finals`)."""
     import torch
 
     for b in range(0, len(index), batch):
@@ -189,6 +202,7 @@ def _batches(data: EagleData, layer: int, index: list[int], embed: Any, batch: i
         targets = torch.zeros(len(members), t, dtype=torch.long)
         loss_mask = torch.zeros(len(members), t, dtype=torch.bool)
         reply_mask = torch.zeros(len(members), t, dtype=torch.bool)
+        teacher = torch.zeros(len(members), t, data.finals[members[0]].shape[1]) if finals else None
         for r, i in enumerate(members):
             n = lengths[r]
             feats[r, :n] = data.features[layer][i][offset : n + offset].float()
@@ -197,9 +211,11 @@ def _batches(data: EagleData, layer: int, index: list[int], embed: Any, batch: i
             loss_mask[r, max(0, data.first_loss[i] - 1) : n] = True
             # slot i drafts the token at index i+2; decoding drafts from the second reply token on
             reply_mask[r, max(0, data.reply_start[i] - 1) : n] = True
+            if teacher is not None:
+                teacher[r, :n] = data.finals[i][1 : n + 1].float()
         with torch.no_grad():
             emb = embed(toks).float()
-        yield feats, emb, targets, loss_mask, reply_mask
+        yield feats, emb, targets, loss_mask, reply_mask, teacher
 
 
 def train_vocab(data: EagleData) -> list[int]:
@@ -219,13 +235,24 @@ def untrained(model: Any, data: EagleData, exit_layer: int, feature_offset: int,
 
 def train(model: Any, data: EagleData, exit_layer: int, steps: int = 3, epochs: int = 4, intermediate_size: int | None = None,
           lr: float = 1e-3, batch: int = 8, step_weight: float = 0.8, seed: int = 0, feature_offset: int = 0,
-          progress: Any = None) -> tuple[EagleNet, list[float]]:
+          progress: Any = None, loss: str = "ce", reply_only: bool = False) -> tuple[EagleNet, list[float]]:
     """A trained network for `exit_layer` on the training conversations of `data`; returns (net, mean
-    loss per epoch). V' = the targets of the training slots."""
+    loss per epoch). V' = the targets of the training slots.
+
+    `loss`: "ce" cross-entropy to the full model's greedy token; "kl" distillation, KL(p || q) with p the
+    full model's softmax over V' (its LM head rows of V' on `data.finals`) and q the network's; "mix"
+    their mean. `reply_only`: the loss on reply slots only (the slots decoding drafts), not on the user
+    turn and template tokens after the system prompt. Raises ValueError for an unknown `loss` or "kl"/"mix"
+    without `data.finals` (collect with record_finals)."""
     import torch
 
     from headstart.llm.eagle import EagleConfig, EagleNet, inner_model, lm_head_rows
 
+    if loss not in ("ce", "kl", "mix"):
+        raise ValueError(f"loss must be ce, kl or mix, got {loss!r}")
+    distil = loss != "ce"
+    if distil and data.finals is None:
+        raise ValueError("the kl and mix losses need the full model's final hidden states (collect with record_finals)")
     torch.manual_seed(seed)
     inner = inner_model(model)
     train_idx = [i for i, h in enumerate(data.held_out) if not h]
@@ -250,25 +277,39 @@ def train(model: Any, data: EagleData, exit_layer: int, steps: int = 3, epochs: 
                  for i in sorted(order[c : c + batch * 8], key=lambda i: len(data.targets[i]))]
         total_loss, count = 0.0, 0
         net.train()
-        for feats, emb, targets, loss_mask, _ in _batches(data, exit_layer, order, inner.embed_tokens, batch,
-                                                          feature_offset):
+        for feats, emb, targets, loss_mask, reply_mask, teacher in _batches(
+                data, exit_layer, order, inner.embed_tokens, batch, feature_offset, finals=distil):
+            if reply_only:
+                loss_mask = loss_mask & reply_mask
             outs = net.forward_unrolled(feats, emb, steps)
-            loss = 0.0
+            value = 0.0
             wsum = 0.0
             for j, out in enumerate(outs, start=1):
                 valid = loss_mask.clone()
                 valid[:, : j - 1] = False
+                if not bool(valid.any()):
+                    continue
                 logits = torch.nn.functional.linear(norm(out[valid]), weight, bias)
-                loss = loss + step_weight ** (j - 1) * torch.nn.functional.cross_entropy(logits, remap[targets[valid]],
-                                                                                          ignore_index=-100)
+                term = 0.0
+                if loss != "kl":
+                    term = torch.nn.functional.cross_entropy(logits, remap[targets[valid]], ignore_index=-100)
+                if distil:
+                    with torch.no_grad():  # the teacher's log-probabilities over V'
+                        p_log = torch.nn.functional.linear(teacher[valid], weight, bias).log_softmax(-1)
+                    kl = torch.nn.functional.kl_div(logits.log_softmax(-1), p_log, log_target=True,
+                                                    reduction="batchmean")
+                    term = kl if loss == "kl" else 0.5 * (term + kl)
+                value = value + step_weight ** (j - 1) * term
                 wsum += step_weight ** (j - 1)
-            loss = loss / wsum
+            if not wsum:
+                continue
+            value = value / wsum
             opt.zero_grad()
-            loss.backward()
+            value.backward()
             torch.nn.utils.clip_grad_norm_(net.parameters(), 1.0)
             opt.step()
             sched.step()
-            total_loss += float(loss.detach())
+            total_loss += float(value.detach())
             count += 1
             done += 1
             if progress:
@@ -295,7 +336,7 @@ def evaluate(model: Any, net: EagleNet, data: EagleData, k: int = 4, held_out: b
     counts = [0] * k
     steps = tokens = accepted = 0
     with torch.inference_mode():
-        for feats, emb, targets, _, reply_mask in _batches(data, net.cfg.exit_layer, index, inner.embed_tokens, 16,
+        for feats, emb, targets, _, reply_mask, _ in _batches(data, net.cfg.exit_layer, index, inner.embed_tokens, 16,
                                                            net.cfg.feature_offset):
             outs = net.forward_unrolled(feats, emb, k)
             correct = []
@@ -341,10 +382,12 @@ def data_path(folder: Path, key: str) -> Path:
 
 def load_or_collect(model: Any, tokenizer: Any, folder: Path, conversations: list, exit_layers: list[int],
                     max_new_tokens: int, batch_size: int, quantize: str | None, log: Any,
-                    system_prompt: str | None = None) -> tuple[EagleData, bool, float]:
+                    system_prompt: str | None = None, need_finals: bool = False) -> tuple[EagleData, bool, float]:
     """The recorded data for `conversations` (train_proposal.Conversation) after `system_prompt` (None:
     LLMConfig's), from the cache or collected now in shards of 250 conversations (a longer run reuses the
-    shards of a shorter one). Returns (data, all cached, seconds spent collecting)."""
+    shards of a shorter one). A shard collected now also stores the final hidden states; `need_finals`
+    recollects a cached shard that lacks them (one from before they were recorded). Returns (data, all
+    cached, seconds spent collecting)."""
     import torch
 
     from headstart.config import LLMConfig
@@ -358,6 +401,7 @@ def load_or_collect(model: Any, tokenizer: Any, folder: Path, conversations: lis
     while all(len(p) > shared + 1 for p in prompts) and len({p[shared] for p in prompts}) == 1:
         shared += 1
     tokens, feats, targets, first_loss, reply_start = [], {L: [] for L in exit_layers}, [], [], []
+    finals: list | None = []
     cached_all, spent = True, 0.0
     shard = 250
     for s in range(0, len(prompts), shard):
@@ -371,15 +415,17 @@ def load_or_collect(model: Any, tokenizer: Any, folder: Path, conversations: lis
                 loaded = torch.load(path, weights_only=True)
             except (OSError, RuntimeError, ValueError):
                 loaded = None
+        if loaded is not None and need_finals and "finals" not in loaded:
+            loaded = None
         if loaded is None:
             cached_all = False
             t0 = time.perf_counter()
             log(f"collecting {len(part)} conversations ({s + len(part)}/{len(prompts)}) ...")
-            replies, f, t = collect(model, part, exit_layers, ends, max_new_tokens, batch_size, pad,
-                                    progress=lambda d, n: log(f"  {d}/{n} ({time.perf_counter() - t0:.0f} s)")
-                                    if d % (batch_size * 4) == 0 or d == n else None)
+            replies, f, t, fin = collect(model, part, exit_layers, ends, max_new_tokens, batch_size, pad,
+                                         progress=lambda d, n: log(f"  {d}/{n} ({time.perf_counter() - t0:.0f} s)")
+                                         if d % (batch_size * 4) == 0 or d == n else None, record_finals=True)
             spent += time.perf_counter() - t0
-            loaded = {"replies": replies, "features": {str(L): v for L, v in f.items()}, "targets": t}
+            loaded = {"replies": replies, "features": {str(L): v for L, v in f.items()}, "targets": t, "finals": fin}
             path.parent.mkdir(parents=True, exist_ok=True)
             torch.save(loaded, path.with_suffix(".tmp"))
             path.with_suffix(".tmp").replace(path)
@@ -389,10 +435,14 @@ def load_or_collect(model: Any, tokenizer: Any, folder: Path, conversations: lis
             for L in exit_layers:
                 feats[L].append(loaded["features"][str(L)][j])
             targets.append(loaded["targets"][j])
+            if finals is not None and "finals" in loaded:
+                finals.append(loaded["finals"][j])
+            else:
+                finals = None
             first_loss.append(shared)
             reply_start.append(len(prompt))
     held = [c.held_out for c in conversations]
-    return EagleData(tokens, feats, targets, first_loss, reply_start, held), cached_all, spent
+    return EagleData(tokens, feats, targets, first_loss, reply_start, held, finals), cached_all, spent
 
 
 def limit(data: EagleData, positions: int | None) -> EagleData:
@@ -427,6 +477,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--feature-offset", type=int, choices=[0, 1], default=0,
                         help="0: feature of position i with token i+1 (EAGLE, free); 1: feature of position i+1 "
                              "(layers 1..L run on the newest token before the first draft)")
+    parser.add_argument("--loss", choices=["ce", "kl", "mix"], default="ce",
+                        help="ce: cross-entropy to the full model's greedy token; kl: distillation, KL(full model's "
+                             "softmax over V' || the network's); mix: their mean")
+    parser.add_argument("--loss-positions", choices=["all", "reply"], default="all",
+                        help="all: every slot after the system prompt; reply: the reply slots only (those drafted)")
     parser.add_argument("--batch-size", type=int, default=32, help="conversations per batched generation")
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--llm-quantize", dest="quantize", choices=["int8", "none"], default="int8",
@@ -490,7 +545,8 @@ def run_from_args(args: argparse.Namespace) -> int:
 
     system_prompt = LLMConfig().system_prompt if args.system_prompt is None else args.system_prompt
     data, cached, data_s = load_or_collect(model, tokenizer, folder, conversations, layers, args.max_new_tokens,
-                                           args.batch_size, args.quantize, log, system_prompt)
+                                           args.batch_size, args.quantize, log, system_prompt,
+                                           need_finals=args.loss != "ce")
     if args.collect_only:
         print(json.dumps({"model": args.model, "conversations": len(conversations), "data_cached": cached,
                           "data_s": round(data_s, 1), "train_positions": data.positions(False),
@@ -509,7 +565,8 @@ def run_from_args(args: argparse.Namespace) -> int:
                     log(f"  train L={L} size={size}: {d}/{total} ({time.perf_counter() - t1:.0f} s)")
 
             net, losses = train(model, subset, L, args.steps, args.epochs, args.intermediate_size, args.lr,
-                                feature_offset=args.feature_offset, progress=progress)
+                                feature_offset=args.feature_offset, progress=progress, loss=args.loss,
+                                reply_only=args.loss_positions == "reply")
             train_s = time.perf_counter() - t1
             held = evaluate(model, net, subset, args.k)
             base = untrained(model, subset, L, args.feature_offset, 1)
@@ -524,13 +581,15 @@ def run_from_args(args: argparse.Namespace) -> int:
     net, row = chosen
     net.cfg.meta = {"system_prompt_sha256": hashlib.sha256(system_prompt.encode()).hexdigest()[:16],
                     "train_positions": row["train_positions"], "agreement": row["agreement"], "steps": args.steps,
-                    "epochs": args.epochs, "quantize": args.quantize, "synthetic": args.synthetic}
+                    "epochs": args.epochs, "quantize": args.quantize, "synthetic": args.synthetic,
+                    "loss": args.loss, "loss_positions": args.loss_positions}
     out = None
     if not args.no_save:
         out = Path(args.out) if args.out else default_eagle_path(folder, exit_layer)
         save_eagle(net, out)
     params = sum(p.numel() for p in net.parameters())
     report = {"model": args.model, "num_layers": n, "exit_layer": exit_layer, "quantize": args.quantize,
+              "loss": args.loss, "loss_positions": args.loss_positions,
               "conversations": len(conversations), "held_out_positions": data.positions(True),
               "data_cached": cached, "data_s": round(data_s, 1), "total_s": round(time.perf_counter() - t0, 1),
               "params": params, "path": str(out) if out else None, "runs": rows}
