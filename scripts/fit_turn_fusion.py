@@ -19,6 +19,9 @@ on the test beside the head's shipped pair.
 
     .venv/bin/python scripts/fit_turn_fusion.py --fit-dir ~/.cache/headstart/fit_speech --out /tmp/rows.json
 
+Also chooses the threshold of Smart Turn as a veto on the text head's shipped pair (`fit_veto`,
+EndpointConfig.acoustic_mode "veto") on the training rows and reports it on both splits.
+
 Prints a table per split and ends with one JSON line (the fitted weights and the test figures).
 """
 
@@ -142,6 +145,19 @@ def main() -> int:
         out[name].update({k.replace("text_", "text_refit_"): v for k, v in refit.items()
                           if k.startswith("text_") and not k.startswith("text_refit")})
         print(f"{name:5s} " + " ".join(f"{k}={v}" for k, v in out[name].items()))
+    # Smart Turn as a veto on the shipped pair (EndpointConfig.acoustic_mode "veto"): the threshold chosen
+    # on the training rows (the steepest cut-off reduction per second of added wait; and, beside, the
+    # least one within --max-cutoff), figures on each split
+    from headstart.bench.turn_fusion_fit import evaluate_veto, fit_veto
+
+    veto = {"steepest": fit_veto(train, text_thresholds=shipped),
+            "max_cutoff": fit_veto(train, text_thresholds=shipped, max_cutoff=args.max_cutoff)}
+    out["veto"] = {}
+    for rule, v in (("none", 0.0), *veto.items()):
+        out["veto"][rule] = {name: evaluate_veto(part, v, text_thresholds=shipped)
+                             for name, part in (("train", train), ("test", test))}
+        for name, fig in out["veto"][rule].items():
+            print(f"veto {rule:10s} {name:5s} " + " ".join(f"{k}={v}" for k, v in fig.items()))
     print(json.dumps(out))
     return 0
 

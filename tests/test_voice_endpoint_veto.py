@@ -172,3 +172,29 @@ def test_the_listener_asks_the_model_in_veto_mode_and_waits_out_the_pause(senten
     assert turns[0].eou_probability == 0.95  # decided on the text's probability (the sentence sounds finished)
     turns, calls, seen = ends["today"]
     assert turns[0].audio_s < pause_end_s and calls == 0, seen  # the text alone cuts the pause
+
+
+# -- choosing the threshold offline (headstart/bench/turn_fusion_fit.py) -------------------------------
+
+def _row(label: int, p_text: float, p_acoustic: float, kind: str = "noise") -> dict:
+    return {"name": "x", "split": "train", "kind": "complete" if label else kind, "label": label, "text": "x.",
+            "p_text": p_text, "p_acoustic": {"0.2": p_acoustic}}
+
+
+def test_fit_veto_takes_the_steepest_step_with_a_margin_to_both_sides():
+    from headstart.bench.turn_fusion_fit import evaluate_veto, fit_veto
+
+    rows = [_row(1, 0.99, 0.9), _row(1, 0.99, 0.8), _row(1, 0.99, 0.07), _row(1, 0.1, 0.001),  # the last waits anyway
+            _row(0, 0.99, 0.03), _row(0, 0.99, 0.02), _row(0, 0.99, 0.6), _row(0, 0.2, 0.5)]
+    v = fit_veto(rows)
+    # vetoing the two cuts below 0.03 costs nothing; 0.07 would cost a complete turn for no cut
+    assert v == pytest.approx((0.03 * 0.07) ** 0.5, abs=1e-4)
+    none, veto = evaluate_veto(rows, 0.0), evaluate_veto(rows, v)
+    assert none["at_once_cut"] == "3/4" and veto["at_once_cut"] == "1/4"
+    assert veto["at_once_complete"] == none["at_once_complete"] == "3/4"
+    assert veto["expected_cutoff"] < none["expected_cutoff"]
+    assert veto["mean_silence_complete_s"] == none["mean_silence_complete_s"]
+    # within a cut-off bound: the least threshold that holds the 0.6 cut too
+    assert 0.6 < fit_veto(rows, max_cutoff=0.0) <= 0.8
+    with pytest.raises(ValueError, match="complete and cut"):
+        fit_veto([r for r in rows if r["label"] == 1])
