@@ -1,10 +1,13 @@
-"""`headstart bench asr` twice in one process: today's endpointer (text head alone) and the acoustic
-fusion (`--acoustic-model smart-turn-v3.2`), on the same code, recordings and pause set, one after the
-other. Extra arguments go to both runs (e.g. `--timing cpu --llm-dtype float32 --limit 10`).
+"""`headstart bench asr` twice in one process: the text head alone (`--acoustic-model none`) and with
+the acoustic model (`--acoustic-model smart-turn-v3.2`) as a fusion or, with `--acoustic-mode veto`, as
+a veto, on the same code, recordings and pause set, one after the other. Extra arguments go to both
+runs (e.g. `--timing cpu --llm-dtype float32 --limit 10`).
 
     .venv/bin/python scripts/bench_turn_fusion.py --timing cpu --llm-dtype float32
+    .venv/bin/python scripts/bench_turn_fusion.py --timing cpu --acoustic-mode veto
 
-Prints both runs' logs, a comparison table, and ends with one JSON line {"today": ..., "fusion": ...}.
+Prints both runs' logs, a comparison table, and ends with one JSON line {"text": ..., MODE: ...} (MODE:
+"fusion" or "veto").
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from headstart.bench import asr as bench_asr
 
 KEYS = ("wer", "final_delay_p50_s", "eou_delay_p50_s", "eou_delay_p90_s", "eou_decision_delay_p50_s",
         "false_cutoff_rate", "false_cutoff_noise", "false_cutoff_zero", "eou_call_p50_s", "acoustic_call_p50_s",
-        "load_avg_1m")
+        "acoustic_ready_p50_s", "acoustic_last", "turns_ended_within_0_6_s", "load_avg_1m")
 
 
 def main(argv: list[str]) -> int:
@@ -27,15 +30,18 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.acoustic_model:
         parser.error("pass --fusion-model, not --acoustic-model: the first run is without it")
+    from headstart.config import EndpointConfig
+
+    mode = args.acoustic_mode or EndpointConfig().acoustic_mode
     out = {}
-    for name, model in (("today", "none"), ("fusion", args.fusion_model)):
+    for name, model in (("text", "none"), (mode, args.fusion_model)):
         run_args = argparse.Namespace(**{**vars(args), "acoustic_model": model, "json": False})
         print(f"== {name} ==", flush=True)
         out[name] = bench_asr.run(run_args, log=lambda *a, **k: print(*a, **k, flush=True))
     print()
-    print(f"  {'figure':26s} {'today':>14s} {'fusion':>14s}")
+    print(f"  {'figure':26s} {'text head':>14s} {mode:>14s}")
     for key in KEYS:
-        print(f"  {key:26s} {out['today'].get(key)!s:>14} {out['fusion'].get(key)!s:>14}")
+        print(f"  {key:26s} {out['text'].get(key)!s:>14} {out[mode].get(key)!s:>14}")
     print(json.dumps(out))
     return 0
 

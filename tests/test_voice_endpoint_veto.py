@@ -198,3 +198,17 @@ def test_fit_veto_takes_the_steepest_step_with_a_margin_to_both_sides():
     assert 0.6 < fit_veto(rows, max_cutoff=0.0) <= 0.8
     with pytest.raises(ValueError, match="complete and cut"):
         fit_veto([r for r in rows if r["label"] == 1])
+
+
+def test_bench_asr_takes_the_mode_and_the_threshold():
+    import argparse
+
+    from headstart.bench import asr as bench_asr
+
+    parser = argparse.ArgumentParser()
+    bench_asr.add_arguments(parser)
+    args = parser.parse_args(["--acoustic-model", "smart-turn-v3.2", "--acoustic-mode", "veto", "--acoustic-veto-below", "0.1"])
+    assert (args.acoustic_mode, args.acoustic_veto_below) == ("veto", 0.1)
+    assert parser.parse_args([]).acoustic_mode is None  # the session's
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--acoustic-mode", "both"])

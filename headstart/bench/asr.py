@@ -121,6 +121,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="acoustic end of turn fused with the text head (EndpointConfig.acoustic_model, e.g. "
                              "smart-turn-v3.2; headstart/voice/turn_fusion.py); default: the session's; "
                              "'none': the text head alone")
+    parser.add_argument("--acoustic-mode", choices=("fusion", "veto"), default=None,
+                        help="how the acoustic score is used (EndpointConfig.acoustic_mode): fusion with the text head, "
+                             "or a veto on its ending at once; default: the session's")
+    parser.add_argument("--acoustic-veto-below", type=float, default=None,
+                        help="veto mode: an acoustic P(complete) below this vetoes (EndpointConfig.acoustic_veto_below)")
     parser.add_argument("--no-streaming", action="store_true",
                         help="ablation (ASRConfig.streaming=False): no partials, one pass per utterance at the speech end")
     parser.add_argument("--limit", type=int, default=None, help="only the first N recordings (quick runs)")
@@ -529,6 +534,10 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     acoustic_name = getattr(args, "acoustic_model", None) or EndpointConfig().acoustic_model
     acoustic_name = None if acoustic_name in (None, "none") or not endpoint.semantic else acoustic_name
     endpoint = replace(endpoint, acoustic_model=acoustic_name)
+    if getattr(args, "acoustic_mode", None) is not None:
+        endpoint = replace(endpoint, acoustic_mode=args.acoustic_mode)
+    if getattr(args, "acoustic_veto_below", None) is not None:
+        endpoint = replace(endpoint, acoustic_veto_below=args.acoustic_veto_below)
     if acoustic_name:
         from headstart.voice.smart_turn import SmartTurn
 
@@ -546,6 +555,9 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     asr_compute = audio_s = 0.0
     eou_costs: list[float] = []
     acoustic_costs: list[float] = []
+    acoustic_ready: list[float] = []  # complete turns: the pause's acoustic score, s after the speech end
+    # ... that came after both the VAD's end and the final's EOU and ended the turn then (on the critical path)
+    acoustic_last = 0
     for n, item in enumerate([] if getattr(args, "pauses_only", False) else items, 1):
         audio = np.concatenate([item.audio, room_noise(item.audio, item.speech_start_s, TAIL_S, noise_rng)])
         res = asyncio.run(_stream(audio, asr, config, scorer_parts, timing, acoustic))
@@ -571,6 +583,11 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
             for key, t in times.items():
                 stages[key].append(t - item.speech_end_s)
             final_after_vad.append(max(times["final"] - times["vad_end"], 0.0))
+            scored_acoustic = [t for t, _p, _c in res.acoustic if t <= t_avail]
+            if scored_acoustic:
+                acoustic_ready.append(scored_acoustic[-1] - item.speech_end_s)
+                late = scored_acoustic[-1] > max(times["vad_end"], times["final_eou"]) + 1e-9
+                acoustic_last += int(late and times["decision"] <= scored_acoustic[-1] + FRAME_S + 1e-9)
         log(f"[{n}/{len(items)}] {item.name}: {res.final_text!r}"
             + (f" eot +{eou_delays[-1]:.2f}s (decided +{decision_delays[-1]:.2f}s, final +{final_delays[-1]:.2f}s"
                f" after it, eou {complete_scores[-1]:.3f})" if res.turns else " (no end of turn)"))
@@ -612,6 +629,12 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
         "eou_call_p50_s": r(_percentile(eou_costs, 50)),
         "acoustic_model": acoustic_name,
         "acoustic_call_p50_s": r(_percentile(acoustic_costs, 50)),
+        "acoustic_mode": endpoint.acoustic_mode if acoustic_name else None,
+        "acoustic_veto_below": endpoint.acoustic_veto_below if acoustic_name and endpoint.acoustic_mode == "veto" else None,
+        # the pause's acoustic score on complete turns: p50 s after the true speech end, and how many
+        # came after both the VAD's end and the final's EOU and ended the turn then (it delayed it)
+        "acoustic_ready_p50_s": r(_percentile(acoustic_ready, 50)),
+        "acoustic_last": f"{acoustic_last}/{len(acoustic_ready)}" if acoustic_ready else None,
         # where the end-of-turn delay goes (complete recordings, p50 seconds after the true speech end)
         "stages_p50_s": {k: r(_percentile(v, 50)) for k, v in stages.items()},
         # the final transcript after the VAD's end of speech (the consumer's wait for it), and the
