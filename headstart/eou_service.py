@@ -230,7 +230,7 @@ class EOUService:
     def estimate(self, text: str) -> asyncio.Future:
         """The estimate of `text` in this utterance: submitted to the llm thread now (so it runs before
         speculative work submitted after it), shared by everyone who asks for the same text."""
-        key = " ".join(text.split())
+        key = "".join(text.split())  # as the head start compares texts (preemption.same_text)
         future = self._cache.get(key)
         if future is not None:
             return future

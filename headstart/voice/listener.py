@@ -316,12 +316,14 @@ class Listener:
     @property
     def pause_heard(self) -> bool:
         """Whether, during such a pause, the newest ASR pass of the utterance heard its speech up to the
-        pause (but `final_slack_s`): if the speech ends here, the latest partial is the whole utterance
-        and the final needs no other pass. False without a pause."""
+        pause as the final's rule reads it (the padded end the VAD would report, but `final_slack_s`): if
+        the speech ends here, the latest partial is the final and no other pass runs. False without a
+        pause."""
         since, utterance = self._vad.silence_since_s, self._current
         if since is None or utterance is None:
             return False
-        return utterance.covered >= int(round(since * SAMPLE_RATE_HZ)) - self._slack
+        end = int(round((since + self._vad.config.speech_pad_s) * SAMPLE_RATE_HZ))
+        return utterance.covered >= end - self._slack
 
     @property
     def in_speech(self) -> bool:
