@@ -27,40 +27,71 @@ class EchoDetector:
         threshold: correlation peak at or above which the audio is echo.
         sure_threshold: peak at or above which the mic holds nothing but echo: a voice over the echo
             at ~0.75 of its level or more pulls the peak of echo + voice under 0.8 (1 / sqrt(1 + g^2)).
+        position_jitter_s: how far the `played_s` given to `push_mic` may be off (the client's last
+            report plus the time since: up to a report interval, ~0.1 s in the web client) before
+            the aligned reference takes it for a stall or a resume; the mic is also compared with
+            this much of what plays next, twice over (the echo of a resume not yet seen as one).
+        gap_memory_s: an underrun gap up to about this long stays a gap within the reply (the echo
+            after it is compared with the audio around it); after a longer one the reference
+            starts over as at the reply's start (at least 40 % reply audio in every alignment).
     """
 
     def __init__(self, mic_window_s: float = 0.5, max_delay_s: float = 0.6, threshold: float = 0.3,
-                 sure_threshold: float = 0.8) -> None:
+                 sure_threshold: float = 0.8, position_jitter_s: float = 0.1, gap_memory_s: float = 2.0) -> None:
         self.mic_window = int(mic_window_s * SAMPLE_RATE_HZ)
         self.max_delay = int(max_delay_s * SAMPLE_RATE_HZ)
         self.threshold = threshold
         self.sure_threshold = sure_threshold
+        self.position_jitter = int(position_jitter_s * SAMPLE_RATE_HZ)
+        self._aligned_keep = self.mic_window + self.max_delay + int(gap_memory_s * SAMPLE_RATE_HZ)
         self._mic = np.zeros(0, dtype=np.float32)
         self._played: list[np.ndarray] = []
         self._played_len = 0
-        # What was playing while each mic sample arrived (same end as _mic, max_delay longer): the
-        # reference as the client played it, with its underrun gaps.
+        # What was playing while each mic sample arrived (same end as _mic; compared: its last
+        # mic_window + max_delay, kept: gap_memory_s more): the reference as the client played it,
+        # with its underrun gaps.
         self._aligned = np.zeros(0, dtype=np.float32)
-        self._last_pos: int | None = None  # playback position (samples) at the last push_mic
+        self._last_pos: int | None = None  # reply position (samples) the aligned reference has reached
+        self._stalled = False  # the client's playback stopped (an underrun) and has not resumed
 
     def push_mic(self, samples: np.ndarray, played_s: float | None = None) -> None:
         """float32 (n,) 16 kHz microphone audio; `played_s`: the client's playback position of the
-        reply (s) when it arrived, None while nothing plays."""
+        reply (s) when it arrived, None while nothing plays.
+
+        The position is an estimate (the client's last report plus the time since, off by up to a
+        report interval or a late push), so the aligned reference does not follow it push by push:
+        it plays on with the mic's own clock and only stops when the position falls more than
+        `position_jitter_s` behind it (an underrun: the audio since the stall is taken back), and
+        resumes when the position moves on by more than that (the audio since is put back)."""
         n = samples.shape[0]
         self._mic = np.concatenate([self._mic, samples])[-self.mic_window :]
         segment = np.zeros(n, dtype=np.float32)
         if played_s is None or not self._played_len:
-            self._last_pos = None
-        else:
-            played = self._joined()
-            pos = min(int(played_s * SAMPLE_RATE_HZ), played.shape[0])
-            # audio the client played since the last push; less than n: it waited (an underrun)
-            k = n if self._last_pos is None else max(0, min(n, pos - self._last_pos))
-            if k:
-                part = played[max(0, pos - k) : pos]
-                segment[n - part.shape[0] :] = part
-            self._last_pos = pos
-        self._aligned = np.concatenate([self._aligned, segment])[-(self.mic_window + self.max_delay) :]
+            self._last_pos, self._stalled = None, False
+            self._aligned = np.concatenate([self._aligned, segment])[-self._aligned_keep :]
+            return
+        played = self._joined()
+        pos = min(int(played_s * SAMPLE_RATE_HZ), played.shape[0])
+        ref = self._last_pos
+        if ref is None:  # playback (or its reports) starts: the audio up to the position just played
+            part = played[max(0, pos - n) : pos]
+            segment[n - part.shape[0] :] = part
+            ref, self._stalled = pos, False
+        elif not self._stalled:
+            part = played[ref : ref + n]  # playing on; none left: the client ran out of audio
+            segment[: part.shape[0]] = part
+            ref += part.shape[0]
+        self._aligned = np.concatenate([self._aligned, segment])[-self._aligned_keep :]
+        if not self._stalled and pos < ref - self.position_jitter:
+            back = min(ref - pos, self._aligned.shape[0])  # the client stopped at pos: not heard
+            self._aligned[self._aligned.shape[0] - back :] = 0.0
+            ref, self._stalled = pos, True
+        elif pos > ref + self.position_jitter:  # resumed after a stall, or the estimate ran ahead
+            ahead = min(pos - ref, self._aligned.shape[0])
+            if self._stalled:  # played since the stall ended: heard
+                self._aligned[self._aligned.shape[0] - ahead :] = played[pos - ahead : pos]
+            ref, self._stalled = pos, False
+        self._last_pos = ref
 
     def push_played(self, samples: np.ndarray) -> None:
         """float32 (n,) 16 kHz reply audio, in playback order."""
@@ -70,7 +101,7 @@ class EchoDetector:
 
     def reset_played(self) -> None:
         self._played, self._played_len = [], 0
-        self._last_pos = None
+        self._last_pos, self._stalled = None, False
 
     def _joined(self) -> np.ndarray:
         played = np.concatenate(self._played) if len(self._played) > 1 else self._played[0]
@@ -93,9 +124,21 @@ class EchoDetector:
             ref = _from_onset(np.concatenate([np.zeros(-start, dtype=np.float32), ref]), -start, mic.shape[0])
         peak = normalized_xcorr_peak(mic, ref)
         if self._last_pos is not None and self._aligned.shape[0] >= mic.shape[0]:
-            aligned = self._aligned
-            aligned = _from_onset(aligned, int(np.argmax(aligned != 0)), mic.shape[0])
-            peak = max(peak, normalized_xcorr_peak(mic, aligned))
+            # reply audio before the window (a gap within the reply, not its start): no onset cut
+            kept = self._aligned
+            aligned = kept[-(self.mic_window + self.max_delay) :]
+            onset = max(0, int(np.argmax(kept != 0)) - (kept.shape[0] - aligned.shape[0]))
+            aligned = _from_onset(aligned, onset, mic.shape[0])
+            # and what plays next: the mic may be ahead of it by the position's error (a resume not
+            # yet seen, a client whose output buffer drained in the underrun and plays sooner after).
+            # A stall's position reads late by up to a report interval, so the resume may start a
+            # little before `_last_pos` (searched in 5 ms steps: the VAD may fire on 80 ms of echo).
+            pos = self._last_pos
+            step = SAMPLE_RATE_HZ // 200
+            starts = range(max(0, pos - self.position_jitter // 2), pos + 1, step) if self._stalled else (pos,)
+            for start in starts:
+                ahead = played[start : pos + 2 * self.position_jitter]
+                peak = max(peak, normalized_xcorr_peak(mic, np.concatenate([aligned, ahead])))
         return peak
 
     def is_echo(self, played_s: float | None = None) -> bool:
