@@ -30,7 +30,8 @@ class EchoDetector:
         position_jitter_s: how far the `played_s` given to `push_mic` may be off (the client's last
             report plus the time since: up to a report interval, ~0.1 s in the web client) before
             the aligned reference takes it for a stall or a resume; the mic is also compared with
-            this much of what plays next, twice over (the echo of a resume not yet seen as one).
+            twice this much of what plays next while the playback is stalled (the echo of a resume
+            not yet seen as one).
         gap_memory_s: an underrun gap up to about this long stays a gap within the reply (the echo
             after it is compared with the audio around it); after a longer one the reference
             starts over as at the reply's start (at least 40 % reply audio in every alignment).
@@ -129,16 +130,17 @@ class EchoDetector:
             aligned = kept[-(self.mic_window + self.max_delay) :]
             onset = max(0, int(np.argmax(kept != 0)) - (kept.shape[0] - aligned.shape[0]))
             aligned = _from_onset(aligned, onset, mic.shape[0])
-            # and what plays next: the mic may be ahead of it by the position's error (a resume not
-            # yet seen, a client whose output buffer drained in the underrun and plays sooner after).
-            # A stall's position reads late by up to a report interval, so the resume may start a
-            # little before `_last_pos` (searched in 5 ms steps: the VAD may fire on 80 ms of echo).
-            pos = self._last_pos
-            step = SAMPLE_RATE_HZ // 200
-            starts = range(max(0, pos - self.position_jitter // 2), pos + 1, step) if self._stalled else (pos,)
-            for start in starts:
-                ahead = played[start : pos + 2 * self.position_jitter]
-                peak = max(peak, normalized_xcorr_peak(mic, np.concatenate([aligned, ahead])))
+            peak = max(peak, normalized_xcorr_peak(mic, aligned))
+            if self._stalled:
+                # and what plays next: the echo of a resume the positions do not show yet (the VAD
+                # may fire on its first 80 ms; a client whose output ran dry plays it at once). The
+                # stall's position reads late by up to a report interval, so the resume may start a
+                # little before `_last_pos`: searched in 5 ms steps. Only in a stall: the extra
+                # alignments let a user's voice match by chance (nothing plays then to be paused).
+                pos = self._last_pos
+                for start in range(max(0, pos - self.position_jitter // 2), pos + 1, SAMPLE_RATE_HZ // 200):
+                    ahead = played[start : pos + 2 * self.position_jitter]
+                    peak = max(peak, normalized_xcorr_peak(mic, np.concatenate([aligned, ahead])))
         return peak
 
     def is_echo(self, played_s: float | None = None) -> bool:
