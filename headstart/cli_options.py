@@ -15,8 +15,8 @@ from headstart.config import LLMConfig, PipelineConfig, SessionConfig, TTSConfig
 
 def add_tts_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """`--tts` and `--coqui-model`, as demo, serve, mic and bench conversation take them."""
-    parser.add_argument("--tts", default=TTSConfig().engine, help=f"{prefix}TTS engine: piper-joe (default), "
-                        "espeak, hibari, coqui (with --coqui-model) or the path of a Piper .onnx voice")
+    parser.add_argument("--tts", default=TTSConfig().engine, help=f"{prefix}TTS engine: hibari (default), "
+                        "piper-joe, espeak, coqui (with --coqui-model) or the path of a Piper .onnx voice")
     parser.add_argument("--coqui-model", default=None, metavar="PATH",
                         help=f"{prefix}with --tts coqui: a coqui-tts checkpoint (XTTS-v2 folder or VITS .pth), run "
                         "in the coqui environment `make coqui-env` builds")

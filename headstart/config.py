@@ -203,7 +203,9 @@ class LLMConfig:
 class TTSConfig:
     """The synthesiser and the chunker that feeds it."""
 
-    engine: str = "piper-joe"  # "piper-joe", "espeak", "hibari", "coqui", or a path to a Piper .onnx voice
+    # "hibari" (the bundled 24 kHz voice), "piper-joe", "espeak", "coqui", or a path to a Piper .onnx voice;
+    # why hibari is the default: docs/speaking.md ("The default voice")
+    engine: str = "hibari"
     # the first chunk: at the first comma (etc.) once it has this many words ("Sure," | "here is ...") ...
     first_chunk_min_words: int = 1
     # ... or after this many words with no comma yet, moved past dangling words (0: wait for one).

@@ -187,7 +187,7 @@ def test_a_cpu_run_prints_the_tables_and_ends_with_the_json_line(capsys):
     result = json.loads(lines[-1])
     table = "\n".join(lines[:-1])
     for heading in ("prefill_300", "chunk_8", "decode", "verify_2", "verify_4", "voice-to-voice floor",
-                    "moonshine+smart-turn+hibari", "whisper+text-head+piper"):
+                    "moonshine+smart-turn+hibari", "whisper+text-head+hibari"):
         assert heading in table
     assert result["bench"] == "stages" and result["device"] == "cpu"
     r = result["presets"]["smollm2-135m"]

@@ -1,5 +1,5 @@
 """The server end to end over a real loopback websocket with the real small models (whisper-tiny.en,
-smollm2-135m, piper-joe) and real recordings: a spoken turn, barge-in before and after the first reply
+smollm2-135m, the default voice hibari) and real recordings: a spoken turn, barge-in before and after the first reply
 audio, a false barge-in that resumes, a disconnect mid-reply, concurrent and idle sessions."""
 
 from __future__ import annotations
@@ -154,10 +154,11 @@ def test_a_spoken_turn_two_concurrent_sessions_and_an_idle_one(components):
         final = client.of("transcript.final")[0]["text"]
         assert word_error_rate(rec.text, final) <= 0.25, final
         (start,) = client.of("reply.audio.start")
-        assert start["sample_rate"] == 22050 and start["format"] == "pcm16"
+        # the voice's own rate (no output rate asked for): the default voice, hibari, speaks at 24 kHz
+        assert start["sample_rate"] == 24_000 and start["format"] == "pcm16"
         done = client.of("reply.done")[0]
         assert done["text"].strip() and done["reply_id"] == start["reply_id"]
-        assert client.audio[start["reply_id"]] / 2 / 22050 == pytest.approx(done["audio_ms"] / 1000, abs=0.01)
+        assert client.audio[start["reply_id"]] / 2 / 24_000 == pytest.approx(done["audio_ms"] / 1000, abs=0.01)
         metrics = client.of("metrics.turn")[0]
         assert metrics["interrupted"] is False
         for key in ("vad_end_to_final_ms", "vad_end_to_turn_end_ms", "vad_end_to_first_token_ms",

@@ -2,7 +2,7 @@
 (`LLMConfig.max_history_tokens` "auto": the context minus the reply and the turn in progress), so the
 session keeps answering; with the bound switched off, the LLM's failure is reported as one
 (`StageError` "llm_failed") and the listener goes on, instead of every audio frame failing with "the
-listener's ASR failed". Real models (whisper-tiny.en, smollm2-135m, piper-joe) and a real recording; the
+listener's ASR failed". Real models (whisper-tiny.en, smollm2-135m, the default voice) and a real recording; the
 context is shrunk to 600 positions (the engine's own check) so that the prompts stay cheap."""
 
 from __future__ import annotations
