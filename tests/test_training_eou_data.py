@@ -83,3 +83,38 @@ def test_all_cuts_is_the_shipped_heads_labelling_and_is_the_default():
     assert plain == [D.all_cuts("Go home now."), D.all_cuts("Turn it off")] and dropped == 0
     with pytest.raises(ValueError, match="labels must be"):
         D.training_utterances(["Go home."], labels="some")
+
+
+def test_extra_rows_are_read_as_they_stand_and_keep_out_the_test_split_and_the_bench(tmp_path):
+    import json
+
+    from headstart.bench.data import recordings
+
+    rows = [
+        {"text": "Please enter the mailbox number.", "label": 1, "split": "train"},
+        {"text": "Please enter the...", "label": 0, "split": "train"},  # a cut: a negative on its own
+        {"text": "Please enter the...", "label": 0, "split": "train"},  # repeated (noise / zero): read once
+        {"text": "Goodbye.", "label": 1, "split": "test"},  # the held-out split stays out
+        {"text": "Press 6 to play the next message.", "label": 1},  # a bench transcript: dropped as overlap
+    ]
+    path = tmp_path / "rows.json"
+    path.write_text(json.dumps(rows))
+    extra = D.load_extra_rows(path)
+    assert extra == [D.Utterance("Please enter the mailbox number", ((5, 1),), "extra"),
+                     D.Utterance("Please enter the", ((3, 0),), "extra"),
+                     D.Utterance("Press 6 to play the next message", ((7, 1),), "extra")]
+    tsv = tmp_path / "rows.tsv"
+    tsv.write_text("# text<TAB>label\nPlease enter the mailbox number.\t1\n\nPlease enter the...\t0\n")
+    assert D.load_extra_rows(tsv) == extra[:2]
+    bench = [r.text for r in recordings()]
+    assert "Press 6 to play the next message." in bench
+    kept, dropped = D.training_utterances(["Go home now."], extra=extra, exclude=bench)
+    # the negative-only row is kept (not dropped for lacking a complete text); the bench's text is not
+    assert kept == [D.all_cuts("Go home now."), *extra[:2]] and dropped == 1
+    for bad, match in ([{"text": "Hi", "label": 2}], "label must be 0 or 1"), ([{"text": "Hi"}], "row 0"), ({}, "JSON list"):
+        path.write_text(json.dumps(bad))
+        with pytest.raises(ValueError, match=match):
+            D.load_extra_rows(path)
+    (tmp_path / "no_tab.tsv").write_text("Hello there 1\n")
+    with pytest.raises(ValueError, match="text<TAB>label"):
+        D.load_extra_rows(tmp_path / "no_tab.tsv")

@@ -117,6 +117,9 @@ def test_train_eou_command_line(tmp_path, capsys):
     except Exception as exc:  # noqa: BLE001
         pytest.fail(f"a clear message was expected, got {exc!r}")
     assert status == 2 and "at least 10" in capsys.readouterr().out  # before any model is loaded
+    extra = build_parser().parse_args(["llm", "train-eou", "--extra-rows", str(tmp_path / "missing.json")])
+    assert extra.extra_rows == str(tmp_path / "missing.json")
+    assert extra.func(extra) == 2 and "missing.json" in capsys.readouterr().out  # a clear message, no model loaded
 
 
 def test_silence_for_is_the_endpointers_mapping():

@@ -24,12 +24,14 @@ fragments as complete, and no threshold pair gave a net gain over the shipped he
 
 from __future__ import annotations
 
+import json
 import random
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
-__all__ = ["LABELLINGS", "Utterance", "all_cuts", "drop_overlap", "label_cuts", "overlap_with", "prefix_text", "synthetic_turns", "training_utterances"]
+__all__ = ["LABELLINGS", "Utterance", "all_cuts", "drop_overlap", "label_cuts", "load_extra_rows", "overlap_with", "prefix_text", "synthetic_turns", "training_utterances"]
 
 _TRAILING = ".!?,;:…"
 
@@ -392,7 +394,8 @@ def overlap_with(utterances: Iterable[Utterance], held_out: Sequence[str], min_w
 
 def drop_overlap(utterances: Iterable[Utterance], held_out: Sequence[str], min_words: int = 3) -> tuple[list[Utterance], int]:
     """`utterances` without any labelled text that `overlap_with` finds in `held_out` (an utterance
-    whose complete text collides is dropped whole; a colliding cut is dropped from its utterance).
+    whose complete text collides is dropped whole; a colliding cut is dropped from its utterance; an
+    utterance with negatives only, an extra row, keeps what does not collide).
     Returns (kept utterances, number of labelled texts dropped)."""
     spans = _held_out_spans(held_out, min_words)
     kept: list[Utterance] = []
@@ -400,7 +403,9 @@ def drop_overlap(utterances: Iterable[Utterance], held_out: Sequence[str], min_w
     for u in utterances:
         cuts = tuple((k, label) for k, label in u.cuts if _norm(prefix_text(u.text, k)) not in spans)
         dropped += len(u.cuts) - len(cuts)
-        if any(label == 1 for _, label in cuts):
+        # a text labelled only as cut off (an extra row) stays while it has a label; one that lost its
+        # complete text goes whole
+        if any(label == 1 for _, label in cuts) or (cuts and not any(label == 1 for _, label in u.cuts)):
             kept.append(Utterance(u.text, cuts, u.source))
         else:
             dropped += len(cuts)
@@ -423,12 +428,65 @@ def all_cuts(text: str, source: str = "sentences") -> Utterance:
 LABELLINGS = {"all-cuts": all_cuts, "pause-points": label_cuts}
 
 
+def load_extra_rows(path: str | Path) -> list[Utterance]:
+    """Extra labelled texts for `train-eou --extra-rows`: each a text read as it stands (no cuts made
+    from it), label 1 = a complete turn, 0 = cut off; e.g. what the recogniser wrote for real prompts
+    and for the same prompts cut at a pause (scripts/fit_turn_fusion.py's rows).
+
+    `path`: a JSON list of objects with "text" and "label" (0/1; a row with a "split" other than
+    "train" is skipped, so a test split stays out), or a TSV file of `text<TAB>label` lines (blank and
+    `#` lines skipped). Repeated (text, label) pairs are read once; texts without words are skipped.
+    Returns `Utterance`s of one labelled prefix each (the whole text), source "extra".
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: a malformed row or a label other than 0/1 (names the row).
+    """
+    path = Path(path)
+    raw = path.read_text(encoding="utf-8")
+    pairs: list[tuple[str, object]] = []
+    if path.suffix.lower() == ".json":
+        try:
+            data = json.loads(raw)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{path}: not JSON: {exc}") from exc
+        if not isinstance(data, list):
+            raise ValueError(f"{path}: expected a JSON list of {{'text', 'label'}} objects")
+        for i, row in enumerate(data):
+            if not isinstance(row, dict) or not isinstance(row.get("text"), str) or "label" not in row:
+                raise ValueError(f"{path}: row {i} is not an object with a text and a label")
+            if row.get("split", "train") != "train":
+                continue
+            pairs.append((row["text"], row["label"]))
+    else:
+        for i, line in enumerate(raw.splitlines(), 1):
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            text, sep, label = line.rpartition("\t")
+            if not sep:
+                raise ValueError(f"{path}:{i}: expected text<TAB>label")
+            pairs.append((text, label.strip()))
+    out: list[Utterance] = []
+    seen: set[tuple[str, int]] = set()
+    for text, label in pairs:
+        if isinstance(label, bool) or label not in (0, 1, "0", "1"):
+            raise ValueError(f"{path}: label must be 0 or 1, got {label!r} for {text!r}")
+        words = _strip(text).split()
+        key = (" ".join(words), int(label))
+        if not words or key in seen:
+            continue
+        seen.add(key)
+        out.append(Utterance(key[0], ((len(words), key[1]),), "extra"))
+    return out
+
+
 def training_utterances(sentences: Iterable[str], *, labels: str = "all-cuts", seed: int = 0, synthetic: int = 0,
-                        exclude: Sequence[str] = ()) -> tuple[list[Utterance], int]:
+                        exclude: Sequence[str] = (), extra: Sequence[Utterance] = ()) -> tuple[list[Utterance], int]:
     """The whole training set: each of `sentences` labelled by `labels` ("all-cuts": `all_cuts`, every cut
     a negative, as the shipped heads; "pause-points": `label_cuts`), plus `synthetic_turns(seed,
-    synthetic)`, without any text that overlaps `exclude` (`drop_overlap`: the bench transcripts, the
-    held-out measure). Returns (utterances, number of labelled texts dropped for overlap).
+    synthetic)`, plus `extra` (`load_extra_rows`), without any text that overlaps `exclude`
+    (`drop_overlap`: the bench transcripts, the held-out measure). Returns (utterances, number of
+    labelled texts dropped for overlap).
 
     Raises:
         ValueError: an unknown `labels`, synthetic < 0.
@@ -436,4 +494,4 @@ def training_utterances(sentences: Iterable[str], *, labels: str = "all-cuts", s
     if labels not in LABELLINGS:
         raise ValueError(f"labels must be one of {sorted(LABELLINGS)}, got {labels!r}")
     base = [LABELLINGS[labels](s) for s in sentences if _strip(s)]
-    return drop_overlap(base + (synthetic_turns(seed, synthetic) if synthetic else []), exclude)
+    return drop_overlap(base + (synthetic_turns(seed, synthetic) if synthetic else []) + list(extra), exclude)

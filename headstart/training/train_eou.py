@@ -348,6 +348,10 @@ def add_arguments(parser: Any) -> None:
     parser.add_argument("--synthetic", type=int, default=0,
                         help="short complete turns generated from templates (training/eou_data.py) added to the sentences (default 0)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic turns and of the splits (default 0)")
+    parser.add_argument("--extra-rows", default=None, metavar="FILE",
+                        help="extra labelled texts added as they stand (1 complete, 0 cut off): a JSON list of "
+                             "{text, label[, split]} (rows whose split is not 'train' skipped) or a TSV of text<TAB>label "
+                             "(training/eou_data.py load_extra_rows); bench overlaps are dropped as for the sentences")
     parser.add_argument("--max-cutoff", type=float, default=0.03,
                         help="calibrate eou_low/eou_high for at most this expected false cut-off rate (default 0.03)")
     parser.add_argument("--out", default=None, help="where to write the head (default: the cache, which wins over the packaged head)")
@@ -370,7 +374,7 @@ def run_from_args(args: Any, bench_texts: Any = bench_transcripts) -> int:
     from headstart.config import LLMConfig, ThreadPlan
     from headstart.llm.engine import LLMEngine
     from headstart.models import ModelError
-    from headstart.training.eou_data import training_utterances
+    from headstart.training.eou_data import load_extra_rows, training_utterances
 
     try:
         sentences = (
@@ -393,14 +397,20 @@ def run_from_args(args: Any, bench_texts: Any = bench_transcripts) -> int:
         # the bench transcripts are the held-out measure: no training text may equal one, a prefix of one
         # (the pause set's cuts) or a run of three of its words
         held_out = list(bench_texts()) if bench_texts is not None else []
-        utterances, dropped = training_utterances(sentences, labels=labels, seed=seed, synthetic=synthetic, exclude=held_out)
-        print(f"train-eou: {len(utterances)} utterances ({synthetic} synthetic asked), "
+        extra_path = getattr(args, "extra_rows", None)
+        extra = load_extra_rows(extra_path) if extra_path else []
+        utterances, dropped = training_utterances(sentences, labels=labels, seed=seed, synthetic=synthetic, exclude=held_out,
+                                                  extra=extra)
+        extra_kept = sum(u.source == "extra" for u in utterances)
+        print(f"train-eou: {len(utterances)} utterances ({synthetic} synthetic asked, {extra_kept} of {len(extra)} extra rows), "
               f"{dropped} labelled texts dropped for overlap with {len(held_out)} bench transcripts")
         engine = LLMEngine.from_config(config, ThreadPlan(torch_threads=1))
         weights = train(engine, args.model, utterances, config.system_prompt, log=print, seed=seed,
                         max_cutoff=getattr(args, "max_cutoff", 0.03))
         weights.info["quantize"] = getattr(engine, "quantize", None) or config.quantize
         weights.info.update(labels=labels, synthetic=synthetic, overlap_dropped=dropped, held_out_texts=len(held_out))
+        if extra_path:
+            weights.info.update(extra_rows=extra_kept, extra_rows_file=Path(extra_path).name)
     except (FileNotFoundError, ValueError, ModelError) as exc:
         print(f"train-eou: {exc}")
         return 2
