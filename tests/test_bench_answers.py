@@ -27,7 +27,7 @@ def test_the_items_cover_every_kind_with_dialogues_and_checks():
     followups = by_kind["followup"]
     assert all(len(i.turns) >= 2 for i in followups) and any(len(i.turns) == 3 for i in followups)
     # every item can fail on content: a key fact, a refusal or a question back
-    assert all(i.must or set(i.expect) & {"refusal", "question"} for i in items)
+    assert all(i.must or i.must_not or set(i.expect) & {"refusal", "question"} for i in items)
     assert all("refusal" in i.expect for i in by_kind["cannot"])
     assert all("question" in i.expect for i in by_kind["garbled"])
 

@@ -1,8 +1,9 @@
 """`headstart bench answers`: are the replies worth hearing?
 
-Spoken-style user turns written for this project (`bench/data/answers.json`, 70 items in seven kinds:
+Spoken-style user turns written for this project (`bench/data/answers.json`, 83 items in eight kinds:
 one-fact questions, small arithmetic, requests the assistant cannot carry out, how-to questions, small
-talk, follow-ups that need the earlier turns, ASR-garbled or half-heard input) are answered by the
+talk, follow-ups that need the earlier turns, ASR-garbled or half-heard input, plain statements that
+ask nothing and must not be refused) are answered by the
 project's own LLMEngine through the session's reply path (`generate_stream`: the system prompt put
 first by `with_system_prompt`, the chat template, the soft token budget `SentenceBudget`, the
 session's speculative decoder, which is exact), greedy. A dialogue's earlier turns are answered by
@@ -17,7 +18,8 @@ Every scored reply is checked twice (`check`):
 - spoken form (`spoken_form_faults`): at most two sentences, no list, markdown, code or emoji, and
   not the question restated as the answer (no content word beyond the user's own words).
 
-An item is right when both hold. Prints a table per model, prompt and kind, the failures in full,
+An item is right when both hold. Items are split into two stable halves by the number that ends their
+id (`half`: odd A, even B): choose a prompt on A, report it on B (`--half`). Prints a table per model, prompt and kind, the failures in full,
 a summary with decode speed, the system prompt's one-off prefill per session and a turn's TTFT with
 that prefill cached (`_turn_ttft`: what the prompt's length costs per turn), then one JSON line.
 """
@@ -37,11 +39,13 @@ from pathlib import Path
 
 from headstart.config import LLMConfig, ThreadPlan
 
-__all__ = ["KINDS", "PROMPTS", "Item", "Verdict", "add_arguments", "check", "content_faults", "item_overlap",
+__all__ = ["HALVES", "KINDS", "PROMPTS", "Item", "Verdict", "add_arguments", "check", "content_faults", "half",
+           "item_overlap",
            "load_items",
            "normalize", "prompt_copy", "run_from_args", "sentences", "spoken_form_faults"]
 
-KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled")
+KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled", "statement")
+HALVES = ("A", "B")
 EXPECTS = ("answer", "refusal", "question")
 DATA_FILE = "answers.json"
 
@@ -120,6 +124,79 @@ PROMPTS: dict[str, str] = {
         "and goodbyes get a short friendly reply."
     ),
     "canned-examples": LLMConfig().system_prompt,  # chosen as the default in session 7 (issue 21)
+    # Session 9 (issue 21, the "statement" kind): the default's refusal answered plain statements and
+    # misheard questions; these narrow it to requests and say what a statement gets (in words, as quoted
+    # replies after the refusal, or first). Scores: docs/llm.md.
+    "canned-tell": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud. Answer in one "
+        "short, plain sentence, the answer first, with no lists. You can only talk: only when asked to "
+        "control a device, call, message, play music, order, or set a timer, or asked the time or weather, "
+        "say \"Sorry, I can't do that, I can only talk.\" If the user's words are cut off or make no sense, "
+        "do not repeat them; say \"Sorry, could you say that again?\" When the user just tells you "
+        "something, reply to it in a short friendly sentence. Greetings, thanks and goodbyes get a short "
+        "friendly reply.\n"
+        "Examples:\n"
+        "User: \"Book me a table for two tonight.\" You: \"Sorry, I can't do that, I can only talk.\"\n"
+        "User: \"Could you check the, er\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Lamp seven over the, banana.\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"I just planted some tomatoes.\" You: \"Lovely, I hope they grow well!\"\n"
+        "User: \"Nice to meet you!\" You: \"Nice to meet you too!\"\n"
+        "User: \"How do I stop hiccups?\" You: \"Hold your breath for about ten seconds, or sip cold water "
+        "slowly.\""
+    ),
+    "canned-news": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud. Answer "
+        "in one short, plain sentence, the answer first, with no lists. You can only talk: you "
+        "cannot control devices, call, message, play music, order, set timers, or know the time or "
+        "weather; when asked to, say \"Sorry, I can't do that, I can only talk.\" If the user's words "
+        "are cut off or make no sense, do not repeat them; say \"Sorry, could you say that again?\" "
+        "When the user only tells you something and asks for nothing, do not refuse: to good news "
+        "say \"Oh, that's nice!\", to bad news say \"Oh no, I'm sorry to hear that.\" Greetings, thanks "
+        "and goodbyes get a short friendly reply.\n"
+        "Examples:\n"
+        "User: \"I just planted some tomatoes.\" You: \"Oh, that's nice!\"\n"
+        "User: \"My phone screen cracked.\" You: \"Oh no, I'm sorry to hear that.\"\n"
+        "User: \"Book me a table for two tonight.\" You: \"Sorry, I can't do that, I can only talk.\"\n"
+        "User: \"Could you check the, er\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Lamp seven over the, banana.\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Nice to meet you!\" You: \"Nice to meet you too!\"\n"
+        "User: \"How do I stop hiccups?\" You: \"Hold your breath for about ten seconds, or sip cold "
+        "water slowly.\""
+    ),
+    "tellmore-first": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud. Answer "
+        "in one short, plain sentence, the answer first, with no lists. When the user only tells "
+        "you something about their life or day, say \"I see, tell me more!\" You can only talk: you "
+        "cannot control devices, call, message, play music, order, set timers, or know the time or "
+        "weather; when asked to, say \"Sorry, I can't do that, I can only talk.\" If the user's words "
+        "are cut off or make no sense, do not repeat them; say \"Sorry, could you say that again?\" "
+        "Greetings, thanks and goodbyes get a short friendly reply.\n"
+        "Examples:\n"
+        "User: \"I just planted some tomatoes.\" You: \"I see, tell me more!\"\n"
+        "User: \"My phone screen cracked.\" You: \"I see, tell me more!\"\n"
+        "User: \"Book me a table for two tonight.\" You: \"Sorry, I can't do that, I can only talk.\"\n"
+        "User: \"Could you check the, er\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Lamp seven over the, banana.\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Nice to meet you!\" You: \"Nice to meet you too!\"\n"
+        "User: \"How do I stop hiccups?\" You: \"Hold your breath for about ten seconds, or sip cold "
+        "water slowly.\""
+    ),
+    "canned-tell-guess": (
+        "You are headstart, a friendly voice assistant, and your replies are spoken aloud. Answer in one "
+        "short, plain sentence, the answer first, with no lists. You can only talk: only when asked to "
+        "control a device, call, message, play music, order, or set a timer, or asked the time or weather, "
+        "say \"Sorry, I can't do that, I can only talk.\" If the user's words are cut off or make no sense, "
+        "do not repeat them: ask what they meant, briefly. When the user just tells you something, reply "
+        "to it in a short friendly sentence. Greetings, thanks and goodbyes get a short friendly reply.\n"
+        "Examples:\n"
+        "User: \"Book me a table for two tonight.\" You: \"Sorry, I can't do that, I can only talk.\"\n"
+        "User: \"Could you check the, er\" You: \"Sorry, could you say that again?\"\n"
+        "User: \"Wear can eye bye stamps?\" You: \"Did you mean where you can buy stamps?\"\n"
+        "User: \"I just planted some tomatoes.\" You: \"Lovely, I hope they grow well!\"\n"
+        "User: \"Nice to meet you!\" You: \"Nice to meet you too!\"\n"
+        "User: \"How do I stop hiccups?\" You: \"Hold your breath for about ten seconds, or sip cold water "
+        "slowly.\""
+    ),
     "fewshot": (
         "You are headstart, a voice assistant. Your replies are spoken aloud, so each reply is one short "
         "sentence in plain words: the answer itself, never the question repeated, never a list.\n"
@@ -221,6 +298,15 @@ class Item:
     @property
     def question(self) -> str:
         return self.turns[-1]
+
+
+def half(item: Item) -> str:
+    """The item's half: "A" for an id that ends in an odd number ("fact-01"), "B" for an even one (a
+    split that adding items does not move). ValueError for an id without a final number."""
+    number = re.search(r"(\d+)$", item.id)
+    if number is None:
+        raise ValueError(f"answers item {item.id!r}: the id needs a final number for its half")
+    return "A" if int(number.group(1)) % 2 else "B"
 
 
 def load_items(path: str | Path | None = None) -> list[Item]:
@@ -579,6 +665,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--kinds", default=",".join(KINDS),
                         help=f"comma-separated kinds (default all: {','.join(KINDS)})")
     parser.add_argument("--limit", type=int, default=None, help="at most this many items per kind")
+    parser.add_argument("--half", choices=HALVES, default=None,
+                        help="only the items of one half (A: ids ending in an odd number, B: even; default both)")
     parser.add_argument("--items", default=None, help="answers data file (default: the packaged answers.json)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
     from headstart.cli_options import add_llm_precision_arguments
@@ -605,6 +693,8 @@ def run_from_args(args: argparse.Namespace) -> int:
     try:
         prompts = [_prompt_text(p) for p in (args.prompt or ["current"])]
         items = [i for i in load_items(args.items) if i.kind in kinds]
+        if args.half is not None:
+            items = [i for i in items if half(i) == args.half]
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -665,8 +755,12 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, verdicts, stats, seconds, engine,
              turn_ttft_s=None):
-    by_kind = {}
+    by_kind, by_half = {}, {}
     for v in verdicts:
+        h = by_half.setdefault(half(v.item), {"right": 0, "total": 0, "form_faults": 0})
+        h["total"] += 1
+        h["right"] += v.ok
+        h["form_faults"] += bool(v.form)
         k = by_kind.setdefault(v.item.kind, {"right": 0, "total": 0, "content_ok": 0, "form_faults": 0})
         k["total"] += 1
         k["right"] += v.ok
@@ -681,7 +775,7 @@ def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, ve
         "right": sum(v.ok for v in verdicts), "total": total,
         "content_score": round(sum(not v.content for v in verdicts) / total, 4) if total else None,
         "form_violations": form_faults, "form_violation_rate": round(form_faults / total, 4) if total else None,
-        "by_kind": by_kind,
+        "by_kind": by_kind, "by_half": by_half,
         "decode_tok_per_s": round(stats.decode_tokens / stats.decode_s, 2) if stats.decode_s else None,
         "reply_tokens_mean": round(statistics.mean(stats.reply_tokens), 1) if stats.reply_tokens else None,
         "ttft_s_median": round(statistics.median(stats.ttft_s), 3) if stats.ttft_s else None,
@@ -706,6 +800,9 @@ def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None
                       f"{k['content_ok'] / k['total']:>9.0%}{k['form_faults']:>13}")
         print(f"{'all':<12}{r['total']:>6}{r['right']:>7}{r['score']:>8.0%}{r['content_score']:>9.0%}"
               f"{r['form_violations']:>13}")
+        for name, h in sorted(r["by_half"].items()):
+            print(f"{'half ' + name:<12}{h['total']:>6}{h['right']:>7}{h['right'] / h['total']:>8.0%}{'':>9}"
+                  f"{h['form_faults']:>13}")
         shown = [v for v in r["verdicts"] if all_answers or not v.ok]
         if shown:
             print("answers:" if all_answers else "failures:")
