@@ -78,6 +78,9 @@ def test_idle_waits_are_skipped_and_compute_costs_its_real_time():
         return idle, one_job, during, serial
 
     idle, one_job, during, serial = run_on(clock, main)
+    # a job's count drops on its worker thread just after its result woke the loop: let them finish
+    asr.shutdown(wait=True)
+    llm.shutdown(wait=True)
     assert idle == pytest.approx(5.0, abs=1e-6)
     assert one_job == pytest.approx(0.3, abs=1e-6)
     assert during[0] == pytest.approx(0.4, abs=1e-6) and during[1] == 0.0
@@ -168,6 +171,7 @@ def test_a_failing_job_raises_at_the_awaiting_side():
             await asyncio.get_running_loop().run_in_executor(ex, boom)
 
     run_on(clock, main)
+    ex.shutdown(wait=True)  # the count drops on the worker thread just after the result woke the loop
     assert clock.in_flight == 0
 
 
