@@ -28,8 +28,9 @@ def test_the_statement_kind_loads_with_at_least_eight_items_in_both_halves():
 
 
 @pytest.mark.parametrize("reply", [REFUSAL_LINE, "Sorry, I can't help with that.", "I'm unable to do that.",
-                                   "I'm sorry, but I can't assist with that.", "Sorry, could you say that again?"])
-def test_a_refusal_or_an_ask_back_to_a_statement_fails_the_item(reply):
+                                   "I'm sorry, but I can't assist with that.", "Sorry, could you say that again?",
+                                   "Goodbye!"])  # a farewell, seen from canned-tell
+def test_a_refusal_an_ask_back_or_a_farewell_to_a_statement_fails_the_item(reply):
     for item in _statements():
         verdict = check(item, reply)
         assert not verdict.ok and any(f.startswith("says: ") for f in verdict.content), (item.id, verdict)
