@@ -124,7 +124,7 @@ PROMPTS: dict[str, str] = {
         "and goodbyes get a short friendly reply."
     ),
     "canned-examples": LLMConfig().system_prompt,  # chosen as the default in session 7 (issue 21)
-    # Session 9 (issue 21, the "statement" kind): the default's refusal answered plain statements and
+    # Session 8 (issue 21, the "statement" kind): the default's refusal answered plain statements and
     # misheard questions; these narrow it to requests and say what a statement gets (in words, as quoted
     # replies after the refusal, or first). Scores: docs/llm.md.
     "canned-tell": (
