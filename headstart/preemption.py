@@ -18,10 +18,10 @@ as stable as it gets before the final pass) or, with `SessionConfig.preempt_on_p
 hears but has not confirmed yet (`pause_started`, its `min_silence_s` still running): the reply then
 gets those ~0.25 s too, and if the speech goes on (`pause_ended`) it is dropped. Reads complete means
 its EOU probability is at least `preempt_threshold(...)` when one is known for exactly this text,
-else (the simple rule, used while no EOU signal is wired) it ends with sentence punctuation. The final transcript is checked again: a different text drops the held reply and,
-if it reads complete, starts one on the final text. A held reply is released only when the end of turn's
-transcript equals the text it was conditioned on (whitespace aside); anything else drops it, so a stale
-reply is never spoken.
+else (the simple rule, used while no EOU signal is wired) it ends with sentence punctuation. The final
+transcript is checked again: a different text drops the held reply and, if it reads complete, starts
+one on the final text. A held reply is released only when the end of turn's transcript equals the text
+it was conditioned on (whitespace aside); anything else drops it, so a stale reply is never spoken.
 """
 
 from __future__ import annotations
