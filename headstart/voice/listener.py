@@ -322,8 +322,7 @@ class Listener:
         since, utterance = self._vad.silence_since_s, self._current
         if since is None or utterance is None:
             return False
-        end = int(round((since + self._vad.config.speech_pad_s) * SAMPLE_RATE_HZ))
-        return utterance.covered >= end - self._slack
+        return self._heard_to(utterance, int(round((since + self._vad.config.speech_pad_s) * SAMPLE_RATE_HZ)))
 
     @property
     def in_speech(self) -> bool:
@@ -485,7 +484,12 @@ class Listener:
 
     def _covers(self, utterance: _Utterance) -> bool:
         """Whether the newest finished pass heard the utterance up to its end (but the VAD's padding)."""
-        return utterance.end is not None and utterance.covered >= utterance.end - self._slack
+        return utterance.end is not None and self._heard_to(utterance, utterance.end)
+
+    def _heard_to(self, utterance: _Utterance, end: int) -> bool:
+        """Whether the newest finished pass heard the utterance up to sample `end` (a padded speech end)
+        but the final's slack."""
+        return utterance.covered >= end - self._slack
 
     def _speech_may_end(self, utterance: _Utterance) -> bool:
         """The VAD has heard `early_final_s` of silence after speech that no pass has heard past yet:
