@@ -61,6 +61,22 @@ def sentence():
 
 
 @pytest.fixture(scope="module")
+def components():
+    """The default pipeline with SmolLM2-135M as the LLM (24 new tokens), loaded once per module: the
+    small real models a server or client test talks to. A module that needs other settings defines its
+    own `components`."""
+    from dataclasses import replace
+
+    from headstart.components import Components
+    from headstart.config import PipelineConfig
+
+    base = PipelineConfig()
+    components = Components.load(replace(base, llm=replace(base.llm, model="smollm2-135m", max_new_tokens=24)))
+    yield components
+    components.close()
+
+
+@pytest.fixture(scope="module")
 def smollm2_engine():
     """SmolLM2-135M, the small real LLM, as the session loads it (LLMConfig defaults), one per module."""
     from headstart.config import LLMConfig

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from dataclasses import replace
 
 import numpy as np
 import pytest
@@ -15,7 +14,6 @@ from websockets.asyncio.client import connect
 from headstart.audio import resample
 from headstart.bench import data
 from headstart.bench.wer import word_error_rate
-from headstart.config import LLMConfig, PipelineConfig
 from headstart.server import ServerConfig, VoiceServer
 
 pytestmark = pytest.mark.slow
@@ -25,17 +23,6 @@ pytestmark = pytest.mark.slow
 # a test client must send that much.
 
 FRAME = 320  # 20 ms at 16 kHz
-
-
-@pytest.fixture(scope="module")
-def components():
-    from headstart.session import Components
-
-    base = PipelineConfig()
-    config = replace(base, llm=replace(base.llm, model="smollm2-135m", max_new_tokens=24))
-    components = Components.load(config)
-    yield components
-    components.close()
 
 
 def pcm(samples: np.ndarray) -> bytes:

@@ -17,20 +17,8 @@ from websockets.asyncio.client import connect
 
 from headstart.audio import resample
 from headstart.bench import data
-from headstart.config import PipelineConfig
 
 pytestmark = pytest.mark.slow
-
-
-@pytest.fixture(scope="module")
-def components():
-    from headstart.session import Components
-
-    base = PipelineConfig()
-    config = replace(base, llm=replace(base.llm, model="smollm2-135m", max_new_tokens=24))
-    components = Components.load(config)
-    yield components
-    components.close()
 
 
 @pytest.fixture(scope="module")

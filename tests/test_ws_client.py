@@ -9,7 +9,6 @@ import asyncio
 import json
 import subprocess
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -20,20 +19,8 @@ from test_server_e2e import serve
 from headstart.audio import resample
 from headstart.bench import data
 from headstart.bench.wer import word_error_rate
-from headstart.config import PipelineConfig
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ws_client.py"
-
-
-@pytest.fixture(scope="module")
-def components():
-    from headstart.components import Components
-
-    base = PipelineConfig()
-    config = replace(base, llm=replace(base.llm, model="smollm2-135m", max_new_tokens=24))
-    components = Components.load(config)
-    yield components
-    components.close()
 
 
 @pytest.mark.slow
