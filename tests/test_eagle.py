@@ -113,17 +113,23 @@ def test_training_lowers_the_loss_and_drafts_stay_exact(offset):
     assert losses[-1] < 0.7 * losses[0], losses
     report = evaluate(engine.model, net, data, k=3, held_out=False)
     assert report["agreement"][0] > 0.3, report
+    assert drafts_exactly(engine, net, prompts[:6]) > 0  # the accept path is exercised, not only rejections
+
+
+def drafts_exactly(engine, net, prompts) -> int:
+    """Speculative decoding (k=3, 16 tokens) with `net` as the drafter gives plain greedy's tokens and
+    cache on every prompt, and drafts on each; returns the accepted draft tokens in all."""
     drafter = EagleDrafter(engine, net)
     try:
         accepted = 0
-        for prompt in prompts[:6]:
+        for prompt in prompts:
             ref, ref_cache = plain(engine, prompt, 16)
             drafter.reset()
             out, cache, decoder = speculative(engine, drafter, prompt, 16, 3)
             assert out == ref and cache == ref_cache
             assert decoder.stats.drafted_tokens > 0
             accepted += decoder.stats.accepted_tokens
-        assert accepted > 0  # the accept path is exercised, not only rejections
+        return accepted
     finally:
         drafter.close()
 
@@ -156,16 +162,7 @@ def test_distillation_and_reply_only_losses_train_and_drafts_stay_exact(loss, re
     # the network as initialised agrees 0.05 here; trained ones 0.27-0.39 (kl the lowest on these
     # random-model replies, whose distributions are flat)
     assert te.evaluate(engine.model, net, data, k=3, held_out=False)["agreement"][0] > 0.2
-    drafter = EagleDrafter(engine, net)
-    try:
-        for prompt in prompts[:4]:
-            ref, ref_cache = plain(engine, prompt, 16)
-            drafter.reset()
-            out, cache, decoder = speculative(engine, drafter, prompt, 16, 3)
-            assert out == ref and cache == ref_cache
-            assert decoder.stats.drafted_tokens > 0
-    finally:
-        drafter.close()
+    drafts_exactly(engine, net, prompts[:4])
 
 
 def test_distillation_loss_is_zero_for_the_teacher_and_needs_its_states():
