@@ -274,10 +274,37 @@ def silero_vad_path() -> Path:
 DEMO_PRESETS = ("whisper-tiny.en", "qwen2.5-coder-0.5b", "piper-joe")
 
 
+def invoked_command(argv0: str | None = None, cwd: str | Path | None = None) -> str:
+    """How the user ran headstart, for the commands a message suggests: `headstart` when that is on
+    PATH, the console script's path otherwise (`.venv/bin/headstart` after the README's Quick start,
+    relative to `cwd` when under it), or `PYTHON -m headstart` after `python -m headstart`. Anything
+    else (a test runner, an embedding program) gives `headstart`. `argv0` defaults to sys.argv[0]."""
+    argv0 = sys.argv[0] if argv0 is None else argv0
+    path = Path(argv0) if argv0 else None
+    if path is None or not path.is_file():
+        return "headstart"
+
+    def shown(file: Path) -> str:
+        # abspath, not resolve: a venv's python is a symlink the user did not type
+        absolute = Path(os.path.abspath(file))
+        try:
+            return str(absolute.relative_to(os.path.abspath(Path.cwd() if cwd is None else cwd)))
+        except ValueError:
+            return str(absolute)
+
+    if path.name == "headstart":
+        on_path = shutil.which("headstart")
+        if on_path and Path(on_path).resolve() == path.resolve():
+            return "headstart"
+        return shown(path) if "/" in shown(path) else f"./{shown(path)}"
+    if path.name == "__main__.py" and path.resolve().parent == Path(__file__).resolve().parent:
+        return f"{shown(Path(sys.executable))} -m headstart"
+    return "headstart"
+
+
 def _prepare_hint(name: str) -> str:
-    if name in DEMO_PRESETS:
-        return f"run `headstart models prepare {name}` (or `make models-demo`) first"
-    return f"run `headstart models prepare {name}` first"
+    demo = " (or `make models-demo`)" if name in DEMO_PRESETS else ""
+    return f"run `{invoked_command()} models prepare {name}`{demo} first"
 
 
 def _looks_like_hub_id(name: str) -> bool:
@@ -386,7 +413,7 @@ def resolve_models(wanted: list[tuple[str, str]]) -> list[Path]:
         listed = ", ".join(f"{ROLE_NAMES.get(role, role)} {name!r} ({state})" for role, name, state in missing)
         demo = " (or `make models-demo`)" if all(n in DEMO_PRESETS for n in names) else ""
         problems.append(f"{'model' if len(missing) == 1 else 'models'} {listed}: "
-                        f"run `headstart models prepare {' '.join(names)}`{demo} first")
+                        f"run `{invoked_command()} models prepare {' '.join(names)}`{demo} first")
     error = ModelError if unknown else ModelNotPreparedError
     raise error("; ".join(problems))
 

@@ -211,3 +211,24 @@ def test_a_mistyped_asr_or_llm_preset_lists_only_that_roles_presets(monkeypatch)
         with pytest.raises(models.ModelError, match=expected) as caught:
             Components.load(config)
         assert other not in str(caught.value) and "silero" not in str(caught.value)
+
+
+def test_the_prepare_hint_names_the_command_as_the_user_ran_it(tmp_path, monkeypatch):
+    """A Quick-start user has `.venv/bin/headstart`, not `headstart` on PATH: the hint says so."""
+    script = tmp_path / ".venv" / "bin" / "headstart"
+    script.parent.mkdir(parents=True)
+    script.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    assert models.invoked_command(str(script), cwd=tmp_path) == ".venv/bin/headstart"
+    (tmp_path / "elsewhere").mkdir()
+    assert models.invoked_command(str(script), cwd=tmp_path / "elsewhere") == str(script)
+    monkeypatch.setenv("PATH", str(script.parent))
+    script.chmod(0o755)
+    assert models.invoked_command(str(script), cwd=tmp_path) == "headstart"
+    main = Path(models.__file__).parent / "__main__.py"
+    assert models.invoked_command(str(main)).endswith(" -m headstart")
+    assert models.invoked_command("/usr/bin/pytest") == "headstart"
+    monkeypatch.setattr(models.sys, "argv", [str(script)])
+    monkeypatch.setenv("PATH", "/usr/bin:/bin")
+    monkeypatch.chdir(tmp_path)
+    assert "run `.venv/bin/headstart models prepare qwen2.5-coder-1.5b` first" in models._prepare_hint("qwen2.5-coder-1.5b")
