@@ -6,7 +6,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.headstart-installed
 # CPU wheel pin; a GPU user who installed their own torch in $(VENV) keeps it.
 TORCH_SPEC ?= torch==2.13.0
-DEMO_MODELS := whisper-tiny.en qwen2.5-coder-0.5b piper-joe
+DEMO_MODELS := moonshine-base qwen2.5-coder-0.5b piper-joe
 TEST_MODELS := whisper-tiny.en smollm2-135m piper-joe smart-turn-v3.2 moonshine-base
 
 # The optional coqui-tts environment (design.md §3a): its own torch/torchaudio, talked to through

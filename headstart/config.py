@@ -40,9 +40,11 @@ class VADConfig:
 
 @dataclass(frozen=True, slots=True)
 class ASRConfig:
-    """Streaming faster-whisper settings."""
+    """Streaming ASR settings (Moonshine base by default; whisper through faster-whisper)."""
 
-    model: str = "whisper-tiny.en"  # preset name, local folder or hub id
+    # preset name, local folder or hub id. Moonshine base: chosen with `headstart bench asr`, both engines
+    # in one run (lower WER, sooner partials, half the CPU; docs/listening.md); whisper-tiny.en is a preset
+    model: str = "moonshine-base"
     # False (ablation, a naive pipeline): no partial passes and no partial transcripts; one Whisper pass
     # over the whole utterance once the VAD reports the end of speech
     streaming: bool = True

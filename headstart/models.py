@@ -271,7 +271,7 @@ def silero_vad_path() -> Path:
 
 
 # what `make models-demo` prepares (the Makefile's DEMO_MODELS; a test keeps the two equal)
-DEMO_PRESETS = ("whisper-tiny.en", "qwen2.5-coder-0.5b", "piper-joe")
+DEMO_PRESETS = ("moonshine-base", "qwen2.5-coder-0.5b", "piper-joe")
 
 
 def invoked_command(argv0: str | None = None, cwd: str | Path | None = None) -> str:

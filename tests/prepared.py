@@ -46,10 +46,16 @@ def llm_engine(config: LLMConfig, threads: ThreadPlan | None = None):
 
 
 def whisper(config: ASRConfig | None = None, cpu_threads: int = 1):
-    """A `WhisperASR` loaded from `config` (default: the default ASRConfig)."""
+    """A `WhisperASR` loaded from `config`'s settings with whisper-tiny.en in place of the default
+    model (Moonshine's) when `config` names that; other models (a whisper preset or folder) as given."""
+    import dataclasses
+
     from headstart.voice.asr import WhisperASR
 
-    return prepared(lambda: WhisperASR.load(config or ASRConfig(), cpu_threads=cpu_threads))
+    config = config or ASRConfig()
+    if config.model == ASRConfig().model:
+        config = dataclasses.replace(config, model="whisper-tiny.en")
+    return prepared(lambda: WhisperASR.load(config, cpu_threads=cpu_threads))
 
 
 def speech(name: str) -> np.ndarray:

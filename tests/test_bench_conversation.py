@@ -283,6 +283,7 @@ def test_baseline_and_ablations_set_their_switches():
     assert apply(known["headstart"], base) == base
     assert apply(known["no-first-clause"], base).tts.first_clause is False
     assert apply(known["no-pause-preempt"], base).session.preempt_on_pause is False
+    assert apply(known["whisper-asr"], base).asr.model == "whisper-tiny.en" != base.asr.model
     for name, variant in known.items():
         if not missing_switches(variant, base):
             changed = apply(variant, base)
@@ -392,7 +393,7 @@ def test_pause_set_takes_one_recording_per_item_first():
     from headstart.config import ASRConfig
     from headstart.voice.asr import WhisperASR
 
-    asr = WhisperASR.load(ASRConfig(), cpu_threads=1)
+    asr = WhisperASR.load(ASRConfig(model="whisper-tiny.en"), cpu_threads=1)
     turns = load_user_turns(None, 4)
     pauses = pause_turns(turns, asr, 2, seed=0)
     assert len(pauses) == 2

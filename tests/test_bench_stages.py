@@ -187,7 +187,7 @@ def test_a_cpu_run_prints_the_tables_and_ends_with_the_json_line(capsys):
     result = json.loads(lines[-1])
     table = "\n".join(lines[:-1])
     for heading in ("prefill_300", "chunk_8", "decode", "verify_2", "verify_4", "voice-to-voice floor",
-                    "moonshine+smart-turn+hibari", "whisper+text-head+hibari"):
+                    "moonshine+smart-turn+hibari", "whisper+text-head+hibari", "moonshine+text-head+hibari"):
         assert heading in table
     assert result["bench"] == "stages" and result["device"] == "cpu"
     r = result["presets"]["smollm2-135m"]
@@ -195,7 +195,8 @@ def test_a_cpu_run_prints_the_tables_and_ends_with_the_json_line(capsys):
     assert set(r["stages_ms"]) == {"prefill_300", "chunk_8", "decode", "verify_2", "verify_4"}
     assert all(s["min"] > 0 for s in r["stages_ms"].values())
     assert r["stages_ms"]["prefill_300"]["min"] > r["stages_ms"]["chunk_8"]["min"]  # 300 tokens against 8
-    assert len(result["floor"]) == 4 and result["target_s"] == 0.2
+    # two LLM paths (cold, incremental) for each of the three ASR/EOU/TTS combinations
+    assert len(result["floor"]) == 6 and result["target_s"] == 0.2
     assert result["cpu"]["cores"] >= 1
 
 

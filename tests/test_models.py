@@ -180,9 +180,9 @@ def test_every_missing_model_is_named_in_one_error_with_one_command(tmp_cache, m
     with pytest.raises(models.ModelNotPreparedError) as caught:
         Components.load(config)
     message = str(caught.value)
-    for name in ("whisper-tiny.en", "qwen2.5-coder-0.5b", "piper-joe", "smart-turn-v3.2"):
+    for name in ("moonshine-base", "qwen2.5-coder-0.5b", "piper-joe", "smart-turn-v3.2"):
         assert f"'{name}' (not prepared)" in message, message
-    assert "run `headstart models prepare whisper-tiny.en qwen2.5-coder-0.5b smart-turn-v3.2 piper-joe` first" in message
+    assert "run `headstart models prepare moonshine-base qwen2.5-coder-0.5b smart-turn-v3.2 piper-joe` first" in message
     # the demo's models alone: `make models-demo` prepares them too
     with pytest.raises(models.ModelNotPreparedError, match=r"qwen2\.5-coder-0\.5b` \(or `make models-demo`\) first"):
         Components.load(PipelineConfig())

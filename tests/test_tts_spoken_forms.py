@@ -95,7 +95,7 @@ def piper_and_whisper():
     from headstart.voice.asr import WhisperASR
 
     synth = prepared(lambda: load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1)))
-    asr = prepared(lambda: WhisperASR.load(ASRConfig(encoder_window_s=None), cpu_threads=1))
+    asr = prepared(lambda: WhisperASR.load(ASRConfig(model="whisper-tiny.en", encoder_window_s=None), cpu_threads=1))
     return synth, asr
 
 

@@ -83,7 +83,7 @@ from headstart.bench.conversation_metrics import (
 SCENARIOS = ("qa", "history", "pauses", "bargein", "concurrent")
 DEFAULT_SCENARIOS = ("qa", "pauses", "bargein")
 BARGE_IN_RECORDING = "tt-somethingwrong"  # "Something is terribly wrong": clear words to talk over a reply
-REPLY_ASR = "whisper-tiny.en"  # the judge of the replies' intelligibility (the default ASR, prepared by make models)
+REPLY_ASR = "whisper-tiny.en"  # the judge of the replies' intelligibility: a recogniser other than the default ASR (make test prepares it)
 TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, "bargein_stop_p50_s": 0.3}
 
 

@@ -78,6 +78,8 @@ def variants(base: PipelineConfig | None = None) -> dict[str, Variant]:
                 (Switch("session", "preempt_on_pause", False),)),
         Variant("no-first-clause", "headstart with whole sentences to TTS (no early first clause)",
                 (Switch("tts", "first_clause", False),)),
+        Variant("whisper-asr", "headstart with whisper-tiny.en as the ASR (its own streaming settings)",
+                (Switch("asr", "model", "whisper-tiny.en"),)),
     )}
 
 
