@@ -420,3 +420,27 @@ def test_an_unreachable_server_is_a_clear_error():
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     assert "no session could run" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_a_configuration_with_another_asr_runs_that_asr():
+    """`whisper-asr` ran the loaded (Moonshine) engine under whisper's name until each configuration got
+    its own ASR: the components a configuration runs hold the engine its `asr.model` names."""
+    from headstart.bench.conversation import components_for
+    from headstart.components import Components
+    from headstart.voice.asr import WhisperASR
+    from headstart.voice.moonshine import MoonshineASR
+    from tests.prepared import prepared
+
+    base = PipelineConfig()
+    default_asr = prepared(lambda: MoonshineASR.load(base.asr, cpu_threads=1))
+    # the ASR is what this test is about: no LLM or voice is loaded (components_for only copies them)
+    components = Components(config=base, asr=default_asr, llm=None, tts=None)
+    loaded = {base.asr.model: default_asr}
+    logs: list[str] = []
+    known = variants(base)
+    headstart = components_for(components, apply(known["headstart"], base), loaded, logs.append)
+    assert headstart.asr is default_asr and not logs
+    whisper_run = components_for(components, apply(known["whisper-asr"], base), loaded, logs.append)
+    assert isinstance(whisper_run.asr, WhisperASR) and whisper_run.config.asr.model == "whisper-tiny.en"
+    assert components_for(components, apply(known["whisper-asr"], base), loaded, logs.append).asr is whisper_run.asr
+    assert len(logs) == 1  # loaded once

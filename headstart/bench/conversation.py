@@ -51,7 +51,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -169,6 +169,24 @@ class ServerThread:
             self.loop.call_soon_threadsafe(self.loop.stop)
             self.thread.join(30)
             self.loop.close()
+
+
+def components_for(components: Any, config: Any, asr_by_model: dict[str, Any], log: Callable[[str], None]) -> Any:
+    """The loaded `components` with a configuration's `config`, and its own ASR engine when its
+    `asr.model` is not one already in `asr_by_model` (a `whisper-asr` variant): loaded, warmed up and
+    kept there for the next configuration; it shares the components' ASR executor.
+
+    Raises:
+        headstart.models.ModelNotPreparedError: that ASR model is not prepared (names the command).
+    """
+    if config.asr.model not in asr_by_model:
+        from headstart.voice.asr_engines import load_asr
+
+        log(f"loading ASR {config.asr.model} for this configuration")
+        asr = load_asr(config.asr, config.threads.asr_threads)
+        asr.warmup()
+        asr_by_model[config.asr.model] = asr
+    return dataclasses.replace(components, config=config, asr=asr_by_model[config.asr.model])
 
 
 def reset_llm_cache(components: Any) -> None:
@@ -527,10 +545,12 @@ def run(args: argparse.Namespace, log=print) -> dict:
             runs["server"] = asyncio.run(run_config("server", args.server, None, turns, pauses, barge,
                                                     scenarios, args, log))
             effective_configs["server"] = {"server": args.server}
+        asr_by_model = {} if components is None else {base.asr.model: components.asr}
         for name in ([] if args.server else runnable):
             config = apply(known[name], base)
             effective_configs[name] = effective(config)
             log(f"configuration {name}: {known[name].description}")
+            config_components = None if components is None else components_for(components, config, asr_by_model, log)
             config_started = time.perf_counter()
             if simulate:
                 from headstart.bench.conversation_simulate import run_simulated
@@ -539,13 +559,13 @@ def run(args: argparse.Namespace, log=print) -> dict:
                     return await run_config(name, "memory:///ws", server.server.components, turns, pauses, barge,
                                             scenarios, args, log, connect=server.connect, clock=clock.now)
 
-                runs[name], simulation[name] = run_simulated(simulated, components, config, max_sessions)
+                runs[name], simulation[name] = run_simulated(simulated, config_components, config, max_sessions)
                 s = simulation[name]
                 log(f"  {name}: simulated {s['virtual_s']:.1f} s of virtual time in {s['wall_s']:.1f} s "
                     f"(idle skipped {s['skipped_s']:.1f} s)")
                 config_wall[name] = round(time.perf_counter() - config_started, 1)
                 continue
-            comps = dataclasses.replace(components, config=config)
+            comps = config_components
             with ServerThread(comps, max_sessions) as url:
                 runs[name] = asyncio.run(run_config(name, url, comps, turns, pauses, barge, scenarios, args, log))
             config_wall[name] = round(time.perf_counter() - config_started, 1)
