@@ -50,6 +50,7 @@ from headstart.events import (
 )
 from headstart.head_start import HeadStart
 from headstart.listening import Listening, default_listener
+from headstart.preemption import same_text
 from headstart.replies import FromReply, Replies
 from headstart.reply import (
     Reply,
@@ -225,10 +226,20 @@ class Session:
         if self.turns.utterance != "user" or not self._config.session.preempt_on_pause:
             return
         if paused:
+            self._expect_final()
             self.eou.speech_ended(self.head_start.latest_text)  # estimated now, before a held reply on it
             self.head_start.pause_started()
         elif listener.in_speech:
             self.head_start.pause_ended()
+
+    def _expect_final(self) -> None:
+        """Before a held reply may start (a pause, the speech end): the head start takes the text the
+        final transcript will carry if the speech ends here. With a re-decoding ASR (Moonshine) that is
+        the newest pass' own hypothesis, which can differ from the latest partial ("How do i say" /
+        "How do I say"); a held reply and an EOU estimate of the partial's text would then miss."""
+        text = self._listening.listener.expected_final_text
+        if text.strip() and not same_text(text, self.head_start.latest_text):
+            self.head_start.partial(text)
 
     async def commit(self) -> None:
         """The user ends the turn now (push-to-talk released): the speech so far gets its final
@@ -375,6 +386,7 @@ class Session:
             if tt.utterance == "user":
                 # the EOU estimate goes to the llm thread first: a held reply started now generates in
                 # one job, and the endpointer waits for the estimate
+                self._expect_final()
                 self.eou.speech_ended(self.head_start.latest_text)
                 self.head_start.speech_ended()
         elif isinstance(event, FinalTranscript):

@@ -29,6 +29,7 @@ class ScriptedListener:
         self.pause_s: float | None = None  # the VAD's unconfirmed pause so far (set by tests)
         self.in_speech = False  # the VAD is inside a speech segment (set by tests)
         self.pause_heard = True  # the latest partial heard the speech up to that pause (set by tests)
+        self.expected_final_text = ""  # the final's text if the speech ended now ("": none; set by tests)
         self._queue: asyncio.Queue = asyncio.Queue()
         ScriptedListener.made.append(self)
 

@@ -354,3 +354,34 @@ def test_without_preempt_on_pause_a_pause_starts_nothing(monkeypatch):
         await session.aclose()
 
     rig.run(main)
+
+
+def test_a_held_reply_starts_on_the_text_the_final_will_carry(monkeypatch):
+    """A re-decoding ASR (Moonshine) writes its final from the newest pass' own hypothesis, which can
+    differ from the latest partial ("how do i say ..." / "How do I say ..."): the pause's estimate and
+    held reply are of the text the listener expects the final to carry, so the final is a hit instead
+    of a second estimate and a second reply."""
+    model = RecordingEOU(0.6)
+    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)),
+                                   (0.8, PartialTranscript("how do", "i say thanks", 0.8)),
+                                   (1.3, SpeechEnded(1.0)), (1.3, FinalTranscript("How do I say thanks?", 1.0))],
+              tts=ScriptedTTS())
+
+    async def main():
+        session = rig.session()
+        rig.listener.in_speech = True
+        await rig.driver.until(0.9)
+        rig.listener.expected_final_text = "How do I say thanks?"
+        rig.listener.pause_s = 0.1
+        await rig.driver.until(1.0)
+        await session.eou.settle()
+        assert model.calls == ["How do I say thanks?"] and rig.held() == ["How do I say thanks?"]
+        held = session.head_start.held
+        rig.listener.pause_s, rig.listener.in_speech = None, False  # the VAD confirms the end
+        await rig.driver.until(1.4)
+        await session.eou.settle()
+        assert session.head_start.held is held and not held.cancelled  # the final matched: no second reply
+        assert rig.held() == ["How do I say thanks?"] and model.calls == ["How do I say thanks?"]
+        await session.aclose()
+
+    rig.run(main)

@@ -338,3 +338,50 @@ def test_prepare_refuses_files_that_do_not_convert(tmp_path):
     with pytest.raises(models.ModelError, match="converting decoder_model_merged.ort failed: .*not an ORT-format"):
         models._convert_ort(preset, folder, log=lambda _msg: None)
     assert not folder.exists()  # nothing half-converted is left to be taken for a model
+
+
+@pytest.mark.slow
+def test_the_expected_final_text_at_the_speech_end_is_the_final(asr):
+    """Moonshine re-decodes its final (the newest pass' own hypothesis), which can differ from the latest
+    partial: `Listener.expected_final_text`, read when the SpeechEnded comes out (where the session
+    starts its held reply), is the FinalTranscript's text whenever no pass ran between the two."""
+    from headstart.events import FinalTranscript, PartialTranscript, SpeechEnded
+    from headstart.voice.endpoint import Endpointer
+    from headstart.voice.listener import Listener, make_asr_executor
+    from headstart.voice.vad import SileroVAD
+
+    checked = 0
+    for name in ("goforward", "librivox-0880", "demo-nomatch", "vm-changeto"):
+        audio = np.concatenate([_rec(name).read(), np.zeros(2 * SR, np.float32)])
+        executor = make_asr_executor()
+        listener = Listener(SileroVAD(VADConfig()), asr, Endpointer(EndpointConfig(silence_s=0.5)), ASRConfig(), executor)
+        seen: list[tuple[object, str, int]] = []  # (event, expected_final_text, passes) as each event comes out
+
+        async def consume():
+            async for event in listener:
+                seen.append((event, listener.expected_final_text, listener.num_passes))
+
+        async def main():
+            consumer = asyncio.create_task(consume())
+            from headstart.audio import AudioFrame
+
+            for start in range(0, audio.shape[0], 320):
+                await listener.push(AudioFrame(audio[start : start + 320], SR))
+                while listener._task is not None:
+                    await listener._task
+                await asyncio.sleep(0)
+            await listener.end_input()
+            await asyncio.wait_for(consumer, 30)
+
+        try:
+            asyncio.run(main())
+        finally:
+            executor.shutdown(wait=True)
+        (end, expected, passes_at_end), = [s for s in seen if isinstance(s[0], SpeechEnded)]
+        (final, _, passes_at_final), = [s for s in seen if isinstance(s[0], FinalTranscript)]
+        partials = [e.text for e, _, _ in seen if isinstance(e, PartialTranscript)]
+        assert partials and final.text
+        if passes_at_final == passes_at_end:  # the final came from a pass that had run by the speech end
+            assert expected == final.text, (name, expected, final.text, partials[-1])
+            checked += 1
+    assert checked >= 2

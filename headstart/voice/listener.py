@@ -325,6 +325,19 @@ class Listener:
         return self._heard_to(utterance, int(round((since + self._vad.config.speech_pad_s) * SAMPLE_RATE_HZ)))
 
     @property
+    def expected_final_text(self) -> str:
+        """The text the current utterance's FinalTranscript would carry if its newest ASR pass were its
+        final: that pass' own hypothesis with `final_redecode` (Moonshine's default: it can differ from
+        the latest partial, whose committed words are older passes'), else the committed and pending
+        words (the latest partial). "" without an utterance or a pass."""
+        utterance = self._current
+        if utterance is None:
+            return ""
+        if self._redecode and utterance.newest_words:
+            return join_words(utterance.newest_words)
+        return join_words(utterance.agreement.committed + utterance.agreement.pending)
+
+    @property
     def in_speech(self) -> bool:
         """Whether the VAD is inside a speech segment (from its SpeechStarted to its SpeechEnded, a pause
         not yet confirmed included): a pause that ends with this still True was a gap in the speech."""
