@@ -232,3 +232,22 @@ def test_the_prepare_hint_names_the_command_as_the_user_ran_it(tmp_path, monkeyp
     monkeypatch.setenv("PATH", "/usr/bin:/bin")
     monkeypatch.chdir(tmp_path)
     assert "run `.venv/bin/headstart models prepare qwen2.5-coder-1.5b` first" in models._prepare_hint("qwen2.5-coder-1.5b")
+
+
+def test_a_folder_that_is_no_model_is_reported_before_any_model_loads(tmp_path, monkeypatch):
+    """A new user's trial: `--llm some/folder` without a model in it was found only when the LLM loaded,
+    after the ASR (seconds later); now the configuration check names it, for the LLM and the ASR."""
+    from headstart.components import Components
+    from headstart.config import ASRConfig, LLMConfig, PipelineConfig
+
+    _no_model_loads(monkeypatch)
+    empty = tmp_path / "my-model"
+    empty.mkdir()
+    config = dataclasses.replace(PipelineConfig(), llm=LLMConfig(model=str(empty)))
+    with pytest.raises(models.ModelError, match=r"LLM '.*my-model' is not a model folder \(no config.json\)"):
+        Components.load(config)
+    config = dataclasses.replace(PipelineConfig(), asr=ASRConfig(model=str(empty)))
+    with pytest.raises(models.ModelError, match=r"ASR '.*my-model' is not a model folder"):
+        Components.load(config)
+    (empty / "config.json").write_text("{}")  # the folder check passes; the loader opens the rest
+    assert models.resolve_model(str(empty), "llm") == empty
