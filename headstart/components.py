@@ -103,7 +103,7 @@ class Components:
         from headstart.llm.engine import LLMEngine
         from headstart.models import resolve_models
         from headstart.tts.engines import check_engine, load_synthesizer, model_preset
-        from headstart.voice.asr_engines import load_asr
+        from headstart.voice.asr_engines import check_asr_folder, load_asr
 
         from headstart.llm.remote_config import is_remote_llm
 
@@ -124,6 +124,7 @@ class Components:
             wanted.append(("llm", config.llm.draft_model))
         paths = dict(zip(wanted, resolve_models(wanted)))
         asr_path = paths[wanted[0]]
+        check_asr_folder(asr_path)  # a wrong --asr folder is named before anything loads
         llm_path = None if remote else paths[wanted[1]]
         acoustic_path = paths.get(("eou", config.endpoint.acoustic_model))
         log(f"loading ASR {config.asr.model}")

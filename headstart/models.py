@@ -385,18 +385,13 @@ ROLE_NAMES = {"asr": "ASR", "llm": "LLM", "tts": "TTS", "vad": "VAD", "eou": "en
 
 
 def _check_local_folder(path: Path, role: str | None) -> None:
-    """A local ASR or LLM model must be a folder its loader can open: checked here, before any model
-    loads, so a wrong `--llm` folder is reported at once rather than after the ASR has loaded.
-    ModelError otherwise; other roles (a Piper .onnx, an end-of-turn .onnx) are their loaders' to check."""
+    """A local LLM must be a folder its loader can open: checked here, before any model loads, so a wrong
+    `--llm` folder is reported at once rather than after the ASR has loaded (ModelError). An ASR folder
+    is checked by its stage (`voice.asr_engines.check_asr_folder`, called by Components.load); other
+    roles (a Piper .onnx, an end-of-turn .onnx) are their loaders' to check."""
     if role == "llm" and not (path / "config.json").is_file():
         raise ModelError(f"LLM {str(path)!r} is not a model folder (no config.json): give a prepared folder "
                          "(config.json, safetensors weights, tokenizer files), a preset or a hub id")
-    if role == "asr":
-        from headstart.voice.moonshine import is_moonshine_folder
-
-        if not (path / "model.bin").is_file() and not is_moonshine_folder(path):
-            raise ModelError(f"ASR {str(path)!r} is not a model folder: give a CTranslate2 Whisper folder "
-                             "(model.bin), a prepared Moonshine folder, a preset or a hub id")
 
 
 def resolve_models(wanted: list[tuple[str, str]]) -> list[Path]:

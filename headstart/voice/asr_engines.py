@@ -42,6 +42,22 @@ def load_asr(config: ASRConfig, cpu_threads: int, model_path: str | Path | None 
     return WhisperASR(model_path, config, cpu_threads)
 
 
+def check_asr_folder(path: str | Path) -> None:
+    """Whether a resolved ASR path is a folder one of the engines opens (a CTranslate2 Whisper folder with
+    model.bin, or a prepared Moonshine folder), checked before any model loads.
+
+    Raises:
+        headstart.models.ModelError: it is neither (the message says what each engine needs).
+    """
+    from headstart.models import ModelError
+    from headstart.voice.moonshine import is_moonshine_folder
+
+    folder = Path(path)
+    if not (folder / "model.bin").is_file() and not is_moonshine_folder(folder):
+        raise ModelError(f"ASR {str(folder)!r} is not a model folder: give a CTranslate2 Whisper folder "
+                         "(model.bin), a prepared Moonshine folder, a preset or a hub id")
+
+
 def has_word_timestamps(asr: object) -> bool:
     """Whether the engine's word times come from the model (Whisper) rather than an estimate (Moonshine)."""
     from headstart.voice.moonshine import MoonshineASR
