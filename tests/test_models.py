@@ -251,3 +251,22 @@ def test_a_folder_that_is_no_model_is_reported_before_any_model_loads(tmp_path, 
         Components.load(config)
     (empty / "config.json").write_text("{}")  # the folder check passes; the loader opens the rest
     assert models.resolve_model(str(empty), "llm") == empty
+
+
+def test_models_list_marks_the_configured_defaults(capsys):
+    """`headstart models list` said whisper-tiny.en and piper-joe were the defaults after the config had
+    moved on (a new user's trial): the column now follows PipelineConfig, and a default that is no
+    preset (hibari, inside its wheel) is named under the table."""
+    from headstart.cli import main
+    from headstart.config import PipelineConfig
+
+    assert main(["models", "list"]) == 0
+    out = capsys.readouterr().out
+    marked = {line.split("│")[1].strip() for line in out.splitlines()
+              if line.startswith("│") and len(line.split("│")) > 4 and line.split("│")[4].strip() == "yes"}
+    config = PipelineConfig()
+    assert {config.asr.model, config.llm.model, "silero-vad"} <= marked
+    assert marked <= set(models.default_presets().values())
+    assert "whisper-tiny.en" not in marked or config.asr.model == "whisper-tiny.en"
+    if config.tts.engine not in models.PRESETS:
+        assert f"default TTS: {config.tts.engine}" in out

@@ -40,7 +40,8 @@ class ExactnessReport:
 
     def summary(self) -> str:
         if self.exact:
-            return f"exact: a {self.positions}-position verify and chunked prefill match one-token steps bit for bit"
+            return (f"exact: a verify of {self.positions} positions and chunked prefill match one-token steps bit for "
+                    "bit")
         where = ("greedy tokens still agree" if self.first_divergence is None
                  else f"the greedy token differs at probe position {self.first_divergence}")
         return (f"not exact: multi-token forwards differ from one-token steps (verify max |diff| "
