@@ -13,8 +13,9 @@ SR = 16000
 
 
 async def run_listener(listener: Listener, audio: np.ndarray, frame_s=0.02, rate=SR, wait_asr=True, convert=None,
-                       timeout_s: float = 10.0):
-    """Push `audio` in frames (each converted by `convert`), collect all events.
+                       timeout_s: float = 10.0, record=None):
+    """Push `audio` in frames (each converted by `convert`), collect all events (each as `record(event)`
+    when given: what the listener says at the moment the event comes out).
 
     wait_asr=True lets any ASR pass finish after each frame (an ASR much faster than real time);
     False pushes everything without yielding to the loop (`--fast`: the ASR falls far behind).
@@ -23,7 +24,7 @@ async def run_listener(listener: Listener, audio: np.ndarray, frame_s=0.02, rate
 
     async def consume():
         async for event in listener:
-            events.append(event)
+            events.append(event if record is None else record(event))
 
     consumer = asyncio.create_task(consume())
     step = int(round(frame_s * rate))

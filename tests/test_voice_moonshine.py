@@ -355,26 +355,9 @@ def test_the_expected_final_text_at_the_speech_end_is_the_final(asr):
         audio = np.concatenate([_rec(name).read(), np.zeros(2 * SR, np.float32)])
         executor = make_asr_executor()
         listener = Listener(SileroVAD(VADConfig()), asr, Endpointer(EndpointConfig(silence_s=0.5)), ASRConfig(), executor)
-        seen: list[tuple[object, str, int]] = []  # (event, expected_final_text, passes) as each event comes out
-
-        async def consume():
-            async for event in listener:
-                seen.append((event, listener.expected_final_text, listener.num_passes))
-
-        async def main():
-            consumer = asyncio.create_task(consume())
-            from headstart.audio import AudioFrame
-
-            for start in range(0, audio.shape[0], 320):
-                await listener.push(AudioFrame(audio[start : start + 320], SR))
-                while listener._task is not None:
-                    await listener._task
-                await asyncio.sleep(0)
-            await listener.end_input()
-            await asyncio.wait_for(consumer, 30)
-
-        try:
-            asyncio.run(main())
+        try:  # (event, expected_final_text, passes) as each event comes out
+            seen = asyncio.run(run_listener(listener, audio, timeout_s=30, record=lambda event: (
+                event, listener.expected_final_text, listener.num_passes)))
         finally:
             executor.shutdown(wait=True)
         (end, expected, passes_at_end), = [s for s in seen if isinstance(s[0], SpeechEnded)]
