@@ -234,7 +234,7 @@ class TTSConfig:
 
 @dataclass(frozen=True, slots=True)
 class SessionConfig:
-    """The session's head start (headstart/preemption.py): incremental prefill from partial
+    """The session's head start (headstart/session/preemption.py): incremental prefill from partial
     transcripts and a preemptive reply, held until the end of turn confirms it.
 
     A held reply starts when the user has stopped speaking (a pause the VAD hears, with

@@ -55,7 +55,7 @@ class EndOfTurn:
 @dataclass(frozen=True, slots=True)
 class TokenDelta:
     """New reply text from the LLM: `text` is printable (never a partial UTF-8 character).
-    `reply_id`: the session's reply it belongs to ("" as the LLM stream makes it; headstart/reply.py
+    `reply_id`: the session's reply it belongs to ("" as the LLM stream makes it; headstart/session/reply.py
     sets it)."""
 
     text: str

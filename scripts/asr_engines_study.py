@@ -6,7 +6,7 @@ Run: `.venv/bin/python scripts/asr_engines_study.py [--calls 7] [--engines whisp
 recordings of about 1, 3 and 6 s, each transcribed whole. For each engine and length: the wall time and
 the process CPU time of one `transcribe` call, min / median over `--calls` calls, the engines taking
 turns call by call so that the machine's load falls on both alike. WER: one call per recording, the
-52 recordings, corpus WER of the normalised text (headstart.bench.wer). Prints a table, then one JSON line.
+52 recordings, corpus WER of the normalised text (headstart.corpus.wer). Prints a table, then one JSON line.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ import statistics
 import subprocess
 import time
 
-from headstart.bench.data import recording, recordings
-from headstart.bench.wer import corpus_word_error_rate
+from headstart.corpus.recordings import recording, recordings
+from headstart.corpus.wer import corpus_word_error_rate
 from headstart.config import ASRConfig
 from headstart.voice.asr_engines import load_asr
 

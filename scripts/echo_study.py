@@ -1,4 +1,4 @@
-"""Offline study of the echo detector (headstart/echo.py) on real speech, the figures docs/server.md
+"""Offline study of the echo detector (headstart/session/echo.py) on real speech, the figures docs/server.md
 "Echo" cites. Run: `.venv/bin/python scripts/echo_study.py` (a few seconds, no models).
 
 1. Echo after an underrun: the client played 1 s of the reply, waited `gap_s` (its audio came late),
@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from test_session_policy import room_echo  # noqa: E402  (the tests' room model, one definition)
 
 from headstart.bench import data  # noqa: E402
-from headstart.echo import EchoDetector  # noqa: E402
+from headstart.session.echo import EchoDetector  # noqa: E402
 
 FRAME = 320  # 20 ms pushes, as a client sends them
 REPLY = "confbridge-mute-extended"  # the longest bench recording stands in for the reply's voice

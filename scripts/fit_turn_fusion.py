@@ -45,7 +45,7 @@ def _logit(p: float) -> float:
 
 def collect(args) -> list[dict]:
     from headstart.bench.asr import room_noise
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
     from headstart.config import ASRConfig, LLMConfig, ThreadPlan
     from headstart.llm.engine import LLMEngine
     from headstart.llm.eou_head import EOUHead

@@ -181,7 +181,7 @@ def main(argv: list[str] | None = None) -> int:
     import soundfile as sf
 
     from headstart.bench.asr import _speech_bounds
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     bench = recordings()
     with tempfile.TemporaryDirectory(prefix="headstart-fit-speech-") as tmp:

@@ -50,10 +50,10 @@ def rss_mb() -> float:
 async def soak(args: argparse.Namespace) -> dict:
     from websockets.asyncio.client import connect
 
-    from headstart.bench import data
-    from headstart.components import Components
+    from headstart.corpus import recordings as data
+    from headstart.session.components import Components
     from headstart.config import PipelineConfig
-    from headstart.server import ServerConfig, VoiceServer
+    from headstart.server.server import ServerConfig, VoiceServer
 
     base = PipelineConfig()
     config = replace(

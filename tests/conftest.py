@@ -67,7 +67,7 @@ def components():
     own `components`."""
     from dataclasses import replace
 
-    from headstart.components import Components
+    from headstart.session.components import Components
     from headstart.config import PipelineConfig
 
     base = PipelineConfig()

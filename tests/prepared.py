@@ -23,7 +23,7 @@ SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data
 
 def prepared(load: Callable[[], T]) -> T:
     """`load()`, or skip the test when a model it needs is not prepared (the message says how)."""
-    from headstart.models import ModelNotPreparedError
+    from headstart.models.store import ModelNotPreparedError
 
     try:
         return load()
@@ -32,8 +32,8 @@ def prepared(load: Callable[[], T]) -> T:
 
 
 def model_path(name: str) -> Path:
-    """The local folder of model preset `name` (`headstart.models.resolve_model`)."""
-    from headstart.models import resolve_model
+    """The local folder of model preset `name` (`headstart.models.store.resolve_model`)."""
+    from headstart.models.store import resolve_model
 
     return prepared(lambda: resolve_model(name))
 
@@ -59,7 +59,7 @@ def whisper(config: ASRConfig | None = None, cpu_threads: int = 1):
 
 
 def speech(name: str) -> np.ndarray:
-    """A bench recording under headstart/bench/data/speech/ (`name`: its relative path), float32 at
+    """A bench recording under headstart/corpus/speech/ (`name`: its relative path), float32 at
     16 kHz; skips when the file is missing."""
     from headstart.audio import read_wav
 

@@ -23,7 +23,7 @@ def test_input_dir_errors_are_clear(tmp_path):
 
 
 def test_input_dir_reads_wavs_and_finds_the_speech_end(tmp_path):
-    from headstart.bench.data import recording
+    from headstart.corpus.recordings import recording
 
     rec = recording("librivox-0880")
     write_wav(tmp_path / "a.wav", rec.read(), 16000)
@@ -116,7 +116,7 @@ def test_a_turn_whose_speech_resumed_is_scored_on_its_last_final_only():
             return Transcription(tuple(words), join_words(words), 0.0, -0.1, samples.shape[0] / 16000)
 
     rng = np.random.default_rng(0)
-    from headstart.bench.data import recording
+    from headstart.corpus.recordings import recording
 
     speech = recording("librivox-0880").read()
     audio = np.concatenate([speech, np.zeros(int(0.4 * 16000), np.float32), speech,
@@ -147,7 +147,7 @@ def test_the_bench_streams_each_engine_by_its_own_settings_and_counts_its_passes
     class FrequentASR(BlockASR):
         listening = ListeningDefaults(partial_interval_s=0.1)
 
-    from headstart.bench.data import recording
+    from headstart.corpus.recordings import recording
 
     audio = np.concatenate([recording("librivox-0880").read(), np.zeros(16000, np.float32)])
     config = PipelineConfig(vad=VADConfig(), asr=ASRConfig(), endpoint=EndpointConfig(semantic=False))

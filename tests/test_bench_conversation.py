@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headstart.bench.conversation_client import Player, TurnRecord
-from headstart.bench.conversation_configs import Switch, Variant, apply, missing_switches, variants
-from headstart.bench.conversation_metrics import (
+from headstart.bench.conversation.client import Player, TurnRecord
+from headstart.bench.conversation.configs import Switch, Variant, apply, missing_switches, variants
+from headstart.bench.conversation.metrics import (
     bargein_figures,
     capacity,
     is_cutoff,
@@ -114,7 +114,7 @@ def replied_turn(samples: np.ndarray, rate: int, text: str) -> TurnRecord:
 
 
 def test_reply_audio_is_the_reported_reply_at_its_own_rate_and_stays_out_of_records_json():
-    from headstart.bench.conversation import ConfigRun, records_json
+    from headstart.bench.conversation.run import ConfigRun, records_json
 
     tone = (0.5 * np.sin(np.arange(2400) / 24_000 * 2 * np.pi * 440)).astype(np.float32)
     r = replied_turn(tone, 24_000, "A tone.")
@@ -134,7 +134,7 @@ def test_reply_audio_is_the_reported_reply_at_its_own_rate_and_stays_out_of_reco
 def test_the_client_keeps_each_replys_audio_bytes():
     import asyncio
 
-    from headstart.bench.conversation_client import _Conn
+    from headstart.bench.conversation.client import _Conn
 
     class _WS:
         def __init__(self, messages):
@@ -159,7 +159,7 @@ def test_the_client_keeps_each_replys_audio_bytes():
 def test_replies_heard_by_whisper_score_the_voices_intelligibility():
     """hibari's 24 kHz audio of a reply, received as PCM16, is resampled and heard by whisper-tiny.en
     nearly word for word; the same audio played backwards (no words in it) is not."""
-    from headstart.bench.conversation import replies_heard
+    from headstart.bench.conversation.run import replies_heard
     from headstart.tts.hibari import HibariSynthesizer
 
     from tests.prepared import whisper
@@ -240,8 +240,8 @@ def test_bargein_after_the_reply_ended_is_no_figure_and_a_silent_player_is_silen
 
 
 def test_bargein_pairs_take_turns_with_the_spoken_utterance_never_over_its_own_reply():
-    from headstart.bench.conversation import bargein_pairs
-    from headstart.bench.conversation_client import UserTurn
+    from headstart.bench.conversation.run import bargein_pairs
+    from headstart.bench.conversation.client import UserTurn
 
     def turn(name, synthetic=False):
         return UserTurn(name, np.zeros(16, np.float32), 0.0, 0.001, synthetic=synthetic)
@@ -299,8 +299,8 @@ def test_a_switch_this_checkout_lacks_makes_the_configuration_unavailable():
 
 def test_input_dir_and_bad_options(tmp_path):
     from headstart.audio import write_wav
-    from headstart.bench.conversation_data import load_user_turns
-    from headstart.bench.data import default_recording
+    from headstart.bench.conversation.data import load_user_turns
+    from headstart.corpus.recordings import default_recording
 
     rec = default_recording()
     write_wav(tmp_path / "q.wav", rec.read(), 16_000)
@@ -356,7 +356,7 @@ def test_end_to_end_small_models(tmp_path):
 
 
 def test_synthetic_questions_have_true_speech_bounds_and_room_noise():
-    from headstart.bench.conversation_data import LEAD_S, interleave, synthetic_turns
+    from headstart.bench.conversation.data import LEAD_S, interleave, synthetic_turns
     from headstart.config import ThreadPlan, TTSConfig
     from headstart.tts.engines import load_synthesizer
 
@@ -382,14 +382,14 @@ class _Silent:
 
 
 def test_a_silent_synthesiser_is_a_clear_error():
-    from headstart.bench.conversation_data import synthetic_turns
+    from headstart.bench.conversation.data import synthetic_turns
 
     with pytest.raises(ValueError, match="no speech"):
         synthetic_turns(_Silent(), ["hello"], noise_rms=1e-3)
 
 
 def test_pause_set_takes_one_recording_per_item_first():
-    from headstart.bench.conversation_data import load_user_turns, pause_turns
+    from headstart.bench.conversation.data import load_user_turns, pause_turns
     from headstart.config import ASRConfig
     from headstart.voice.asr import WhisperASR
 
@@ -425,8 +425,8 @@ def test_an_unreachable_server_is_a_clear_error():
 def test_a_configuration_with_another_asr_runs_that_asr():
     """`whisper-asr` ran the loaded (Moonshine) engine under whisper's name until each configuration got
     its own ASR: the components a configuration runs hold the engine its `asr.model` names."""
-    from headstart.bench.conversation import components_for
-    from headstart.components import Components
+    from headstart.bench.conversation.run import components_for
+    from headstart.session.components import Components
     from headstart.voice.asr import WhisperASR
     from headstart.voice.moonshine import MoonshineASR
     from tests.prepared import prepared

@@ -13,7 +13,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from headstart.bench.conversation_simulate import (
+from headstart.bench.conversation.simulate import (
     InProcessServer,
     SkipIdleClock,
     SkipIdleLoop,
@@ -177,7 +177,7 @@ def test_a_failing_job_raises_at_the_awaiting_side():
 
 def test_the_real_server_handler_speaks_over_the_memory_websocket():
     """The server's own connection handler and Session, no model used: start, started, end, closed."""
-    from headstart.components import Components
+    from headstart.session.components import Components
     from headstart.config import PipelineConfig
 
     components = Components(config=PipelineConfig(), asr=None, llm=None, tts=None)
@@ -204,7 +204,7 @@ def test_the_real_server_handler_speaks_over_the_memory_websocket():
 
 
 def test_tracked_components_share_the_models_and_threads():
-    from headstart.components import Components
+    from headstart.session.components import Components
     from headstart.config import PipelineConfig
 
     components = Components(config=PipelineConfig(), asr=None, llm=None, tts=None)
@@ -220,7 +220,7 @@ def test_tracked_components_share_the_models_and_threads():
 def test_simulate_refuses_a_server(capsys):
     import argparse
 
-    from headstart.bench.conversation import add_arguments, run_from_args
+    from headstart.bench.conversation.run import add_arguments, run_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -265,8 +265,8 @@ def test_simulated_run_small_models(tmp_path):
 def test_a_session_that_cannot_start_is_an_error_and_a_close_not_a_hang(monkeypatch):
     """Session() raising (a broken component) reaches the client as `error` internal, then the connection
     ends; before, the in-memory connection stayed open and the run waited forever."""
-    from headstart import session as session_module
-    from headstart.components import Components
+    from headstart.session import session as session_module
+    from headstart.session.components import Components
     from headstart.config import PipelineConfig
 
     def broken(self, *args, **kwargs):

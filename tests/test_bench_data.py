@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from headstart.bench import data
-from headstart.bench.data import Recording, default_recording, recording, recordings, speech_dir
+from headstart.corpus import recordings as data
+from headstart.corpus.recordings import Recording, default_recording, recording, recordings, speech_dir
 
 WINDOW_S = 0.020
 

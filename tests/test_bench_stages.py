@@ -99,16 +99,16 @@ def test_the_floor_data_is_complete_and_every_figure_has_a_source(tmp_path):
 
 
 def test_the_packaged_configs_are_the_llm_presets_with_their_shapes():
-    from headstart import models
+    from headstart.models import catalog, prepare, store
 
-    llm_presets = {p.name for p in models.PRESETS.values() if p.role == "llm"}
+    llm_presets = {p.name for p in catalog.PRESETS.values() if p.role == "llm"}
     assert set(stages.preset_names()) == llm_presets
     # the real checkpoints' sizes (Qwen's AWQ/GGUF conversions keep an untied lm_head)
     assert stages.count_parameters("smollm2-135m") == 134_515_008
     assert stages.count_parameters("qwen2.5-coder-0.5b") == 630_167_424
     assert stages.count_parameters("qwen2.5-coder-1.5b") == 1_777_088_000
     for name in llm_presets:  # where a preset is prepared here, its config is the packaged one
-        prepared = models.cache_dir() / name / "config.json"
+        prepared = store.cache_dir() / name / "config.json"
         if prepared.is_file():
             assert json.loads(prepared.read_text()) == json.loads((stages.CONFIGS / name / "config.json").read_text())
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from headstart.bench.wer import (
+from headstart.corpus.wer import (
     corpus_word_error_rate,
     normalize_text,
     word_error_counts,

@@ -1,4 +1,4 @@
-"""headstart/cli_options.py: the flags demo, serve, mic and the benches share, and the PipelineConfig they build."""
+"""headstart/cli/options.py: the flags demo, serve, mic and the benches share, and the PipelineConfig they build."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ def test_build_config_takes_the_coqui_checkpoint():
     import argparse
 
     from headstart.config import TTSConfig
-    from headstart.cli_options import build_config
-    from headstart.demo import add_arguments
+    from headstart.cli.options import build_config
+    from headstart.cli.demo import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -22,8 +22,8 @@ def test_build_config_takes_the_coqui_checkpoint():
 def test_demo_option_reaches_the_llm_config():
     import argparse
 
-    from headstart.cli_options import build_config
-    from headstart.demo import add_arguments
+    from headstart.cli.options import build_config
+    from headstart.cli.demo import add_arguments
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)
@@ -41,7 +41,7 @@ def test_serve_and_mic_take_the_option_too(module):
     import argparse
     import importlib
 
-    from headstart.cli_options import build_config
+    from headstart.cli.options import build_config
 
     parser = argparse.ArgumentParser()
     importlib.import_module(f"headstart.{module}").add_arguments(parser)

@@ -1,11 +1,11 @@
-"""Conversation (headstart/conversation.py): the bounded chat the LLM sees, what an interrupted reply
+"""Conversation (headstart/session/conversation.py): the bounded chat the LLM sees, what an interrupted reply
 leaves in the history, and when the next turn continues the last user message."""
 
 from __future__ import annotations
 
 import pytest
 
-from headstart.conversation import CONTINUATION_GAP_S, CONTINUATION_MAX_HEARD_S, Conversation
+from headstart.session.conversation import CONTINUATION_GAP_S, CONTINUATION_MAX_HEARD_S, Conversation
 from headstart.timeline import TurnTimeline
 
 
@@ -90,7 +90,7 @@ def test_the_history_window_fits_the_llms_context_and_counts_with_its_tokenizer_
     from dataclasses import replace
 
     from headstart.config import LLMConfig
-    from headstart.conversation import history_window
+    from headstart.session.conversation import history_window
     from headstart.llm.history import TurnWindow, history_budget
 
     class WordLLM:  # an LLMBackend's counting half: one token per word

@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 
 from headstart.audio import read_wav, write_wav
-from headstart.bench import data
-from headstart.bench.wer import normalize_text, word_error_rate
+from headstart.corpus import recordings as data
+from headstart.corpus.wer import normalize_text, word_error_rate
 
 TEST_LLM = "smollm2-135m"
 
@@ -63,7 +63,7 @@ def test_demo_answers_a_real_recording_by_voice(tmp_path):
 
     # The TTS really spoke the reply: whisper hears at least half of its words.
     from headstart.config import ASRConfig
-    from headstart.models import resolve_model
+    from headstart.models.store import resolve_model
     from headstart.voice.asr import WhisperASR
 
     asr = WhisperASR(resolve_model("whisper-tiny.en"), ASRConfig(), cpu_threads=1)
@@ -155,7 +155,7 @@ def test_stereo_44k_input_is_accepted(tmp_path):
     stereo = np.stack([mono, mono], axis=1)
     path = tmp_path / "stereo.wav"
     write_wav(path, stereo, 44100)
-    from headstart.demo import load_turns
+    from headstart.cli.demo import load_turns
 
     (turn,) = load_turns([str(path)])
     assert turn.samples.ndim == 1

@@ -274,7 +274,7 @@ def test_bench_partial_eagle_names_the_training_command_when_no_network(tmp_path
     import argparse
 
     from headstart.bench import partial
-    from headstart.models import ModelError, resolve_model
+    from headstart.models.store import ModelError, resolve_model
 
     try:
         resolve_model("smollm2-135m")

@@ -1,4 +1,4 @@
-"""EchoGuard (headstart/echo.py): the session's echo checks over an EchoDetector: mic audio converted at
+"""EchoGuard (headstart/session/echo.py): the session's echo checks over an EchoDetector: mic audio converted at
 the edge, each reply's audio resampled to 16 kHz as it leaves, the verdicts; off, every check says no."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from headstart.audio import AudioFrame
-from headstart.echo import EchoDetector, EchoGuard, echo_text
+from headstart.session.echo import EchoDetector, EchoGuard, echo_text
 
 
 class RecordingDetector(EchoDetector):
@@ -67,7 +67,7 @@ def test_off_every_check_says_no():
 def test_the_echo_of_a_number_is_recognised_in_its_spoken_form():
     """The voice says "ten" for "10" and the ASR may write either: both count as the reply's words when
     the session tells its own echo from the user (a CI run saw "I'm going ten." taken for a barge-in)."""
-    from headstart.turntaking import is_echo_text
+    from headstart.session.turntaking import is_echo_text
 
     reply = echo_text("I'm going 10 meters forward.")
     assert reply == "I'm going 10 meters forward. I'm going ten meters forward."

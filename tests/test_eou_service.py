@@ -1,4 +1,4 @@
-"""EOUService (headstart/eou_service.py) on a recording model and a real single-thread llm executor: one
+"""EOUService (headstart/session/eou.py) on a recording model and a real single-thread llm executor: one
 estimate per text and utterance for every asker, stale and low-priority jobs give way, subscribers get
 what lands, failures are reported once per utterance; EOUPlan is resolved once and frozen."""
 
@@ -12,10 +12,10 @@ from dataclasses import replace
 
 import pytest
 
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import EndpointConfig, PipelineConfig, SessionConfig
-from headstart.eou_service import EOUPlan, EOUService, resolve_eou
-from headstart.llm_priority import LLMPriority
+from headstart.session.eou import EOUPlan, EOUService, resolve_eou
+from headstart.session.llm_lane import LLMPriority
 
 
 class RecordingModel:

@@ -1,4 +1,4 @@
-"""HeadStart (headstart/head_start.py) on a FakeClock with a scripted LiveTurn and scripted held replies:
+"""HeadStart (headstart/session/head_start.py) on a FakeClock with a scripted LiveTurn and scripted held replies:
 the incremental prefill, when a held reply starts, what drops it (and counts its waste), the release at
 the end of turn with the lead gained, the priority across sessions, and one idempotent cancel."""
 
@@ -8,8 +8,8 @@ import pytest
 
 from headstart.clock import FakeClock
 from headstart.config import EndpointConfig, SessionConfig
-from headstart.head_start import HeadStart, HeadStartStats
-from headstart.llm_priority import LLMPriority
+from headstart.session.head_start import HeadStart, HeadStartStats
+from headstart.session.llm_lane import LLMPriority
 from headstart.timeline import TurnTimeline
 
 

@@ -1,4 +1,4 @@
-"""`Listening` (headstart/listening.py), the session's listener and its reading task, on its own with the
+"""`Listening` (headstart/session/listening.py), the session's listener and its reading task, on its own with the
 scripted listener (tests/fakes.py): nothing runs before the first audio, events go out in order,
 commit before any audio does nothing, a restart drops the listener and its task, end_input delivers
 the rest, and a listener that raises is reported once."""
@@ -13,7 +13,7 @@ from fakes import ScriptedListener, settle
 
 from headstart.audio import AudioFrame
 from headstart.events import EndOfTurn, FinalTranscript, SpeechStarted
-from headstart.listening import Listening
+from headstart.session.listening import Listening
 
 SCRIPT = [(0.2, SpeechStarted(0.2)), (0.6, FinalTranscript("hello", 0.5)), (0.8, EndOfTurn(0.8, None))]
 

@@ -305,7 +305,7 @@ def test_auto_dtype_is_float32_on_every_cpu():
 
 
 def test_from_config_names_an_unknown_model_clearly():
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
 
     with pytest.raises(ModelError, match="unknown model"):
         LLMEngine.from_config(LLMConfig(model="no-such-model-xyz"), ThreadPlan())

@@ -126,11 +126,11 @@ def test_session_messages_are_bounded_when_configured():
     from dataclasses import replace
 
     from headstart.clock import FakeClock
-    from headstart.components import Components
+    from headstart.session.components import Components
     from headstart.config import LLMConfig, PipelineConfig
     from headstart.llm.history import approx_token_count
     from fakes import ScriptedListener
-    from headstart.session import Session
+    from headstart.session.session import Session
 
     class NoTokenizerEngine:  # e.g. a remote engine: the window counts with the 4-characters estimate
         max_positions = None

@@ -99,7 +99,7 @@ def _per_call_int8_engine():
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.ao: the per-call-scale int8 on purpose
 def test_a_model_whose_multi_token_forwards_differ_fails_the_self_test_and_decodes_plainly():
-    from headstart.components import choose_decoder
+    from headstart.session.components import choose_decoder
 
     engine = _per_call_int8_engine()
     report = check_exactness(engine, k=4)
@@ -112,7 +112,7 @@ def test_a_model_whose_multi_token_forwards_differ_fails_the_self_test_and_decod
 
 
 def test_an_exact_model_gets_the_configured_speculative_decoder(int8_engine):
-    from headstart.components import choose_decoder
+    from headstart.session.components import choose_decoder
     from headstart.llm.speculative import Decoder
 
     decoder, report, reason = choose_decoder(int8_engine, LLMConfig(model=MODEL), ThreadPlan())
@@ -126,7 +126,7 @@ def test_bf16_keeps_its_promise_same_text_up_to_a_reported_divergence_point():
     is plain greedy's text in float32 up to the first divergent token that the bench reports."""
     from headstart.bench.llm import first_divergence
 
-    from headstart.components import choose_decoder
+    from headstart.session.components import choose_decoder
 
     bf16 = LLMEngine.load(_model_path(), LLMConfig(model=MODEL, dtype="bfloat16", quantize="none"), ThreadPlan())
     decoder, report, reason = choose_decoder(bf16, LLMConfig(model=MODEL, dtype="bfloat16"), ThreadPlan())

@@ -1,13 +1,13 @@
-"""LLMPriority (headstart/llm_priority.py): confirmed replies first on the shared llm thread; held work of
+"""LLMPriority (headstart/session/llm_lane.py): confirmed replies first on the shared llm thread; held work of
 other owners is told, its own owner's is not; a reply that never ran stops counting."""
 
 from __future__ import annotations
 
 import threading
 
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import PipelineConfig
-from headstart.llm_priority import LLMPriority
+from headstart.session.llm_lane import LLMPriority
 
 
 def test_a_confirmed_reply_is_pending_until_its_llm_work_starts():

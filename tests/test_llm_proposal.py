@@ -94,7 +94,7 @@ def test_exit_layers_outside_the_model_are_rejected(data):
 
 
 def test_default_prompt_set_holds_out_the_bench_prompts():
-    from headstart.bench.llm import DECODE_PROMPTS, QUESTIONS
+    from headstart.corpus.texts import DECODE_PROMPTS, QUESTIONS
 
     convs = default_conversations()
     held = {c.messages[-1][1] for c in convs if c.held_out}

@@ -28,7 +28,7 @@ PREFIX_HIT = re.compile(r"(\d+) prefix-match hit, remaining (\d+) prompt tokens 
 
 @pytest.fixture(scope="module")
 def gguf():
-    from headstart.models import ModelError, gguf_path
+    from headstart.models.store import ModelError, gguf_path
 
     try:
         return gguf_path("smollm2-135m")
@@ -88,7 +88,7 @@ def test_a_reply_streams_from_the_engine(engine):
 def test_warmups_from_partials_leave_only_the_tail_to_prefill(engine, record_property):
     """The engine's own log says how many prompt tokens it still had to evaluate at end of turn:
     plain (history cached, the user's words not) vs after warm-ups from the partial transcripts."""
-    from headstart.bench.llm import CONVERSATION, FINAL_USER_TEXT
+    from headstart.corpus.texts import CONVERSATION, FINAL_USER_TEXT
     from headstart.bench.llm_remote import OTHER_USER_TEXT, _first_token, _partials
 
     process, url = engine
@@ -227,8 +227,8 @@ def test_a_spoken_turn_through_headstart_serve_on_the_remote_engine(gguf, tmp_pa
     engine is back the next turn is answered again."""
     from websockets.asyncio.client import connect
 
-    from headstart.bench import data
-    from headstart.bench.wer import word_error_rate
+    from headstart.corpus import recordings as data
+    from headstart.corpus.wer import word_error_rate
 
     engine_port, serve_port = free_port(), free_port()
     url = f"openai://127.0.0.1:{engine_port}/{MODEL_ALIAS}"

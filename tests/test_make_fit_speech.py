@@ -63,7 +63,7 @@ def test_select_prompts_pairs_and_drops_the_bench():
 
 
 def test_select_prompts_against_the_real_bench():
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     bench = recordings()
     texts = {"conf-full": "That conference is full.", "new-prompt": "Your call is important to us.",

@@ -12,17 +12,17 @@ import numpy as np
 import pytest
 
 from headstart.audio import SAMPLE_RATE_HZ, StreamResampler, read_wav
-from headstart.bench import data
-from headstart.mic import CaptureChain, FrameHandoff, MicClient, PlaybackBuffer
-from headstart.mic_echo import EchoCanceller, NoEchoControl, PlaybackGate, aec_available
-from headstart.mic_view import MicView
+from headstart.corpus import recordings as data
+from headstart.mic.client import CaptureChain, FrameHandoff, MicClient, PlaybackBuffer
+from headstart.mic.echo import EchoCanceller, NoEchoControl, PlaybackGate, aec_available
+from headstart.mic.view import MicView
 
 
 def test_import_does_not_load_portaudio():
     import subprocess
     import sys
 
-    code = "import sys, headstart.mic, headstart.cli; assert 'sounddevice' not in sys.modules"
+    code = "import sys, headstart.mic.client, headstart.cli; assert 'sounddevice' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
 
 
@@ -240,7 +240,7 @@ def test_no_audio_devices_is_a_clear_error_before_any_model_loads():
     import subprocess
     import sys
 
-    from headstart.mic import import_sounddevice
+    from headstart.mic.client import import_sounddevice
 
     try:
         if len(import_sounddevice().query_devices()) > 0:

@@ -22,8 +22,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from headstart.bench import data
-from headstart.bench.wer import word_error_rate
+from headstart.corpus import recordings as data
+from headstart.corpus.wer import word_error_rate
 
 pytestmark = pytest.mark.slow
 
@@ -154,7 +154,7 @@ def test_the_app_on_real_devices_hears_the_recording_and_plays_the_reply(sound_s
         assert played.size > 16000 and np.sqrt(np.mean(played ** 2)) > 1e-3, "no reply audio reached the sink"
         from faster_whisper import WhisperModel
 
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
 
         model = WhisperModel(str(resolve_model("whisper-tiny.en")), device="cpu", compute_type="int8", cpu_threads=1)
         segments, _ = model.transcribe(played, language="en", beam_size=1)

@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from headstart.protocol import (
+from headstart.server.protocol import (
     CLIENT_TYPES,
     SERVER_TYPES,
     ProtocolError,

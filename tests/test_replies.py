@@ -1,4 +1,4 @@
-"""`Replies` (headstart/replies.py), the agent's side of a session, on its own: on a FakeClock with the
+"""`Replies` (headstart/session/replies.py), the agent's side of a session, on its own: on a FakeClock with the
 scripted LLM and synthesiser (tests/fakes.py), a real `TurnTaking` and `Conversation`. A confirmed
 reply runs to the history and TurnCompleted with its audio paced by turn-taking's playback; a held one
 is released with its hypothesis; turn-taking's actions reach the current reply only; a cut-off reply
@@ -13,13 +13,13 @@ import pytest
 from fakes import InlineExecutor, ScriptedLLM, ScriptedTTS, settle
 
 from headstart.clock import FakeClock
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import LLMConfig, PipelineConfig
-from headstart.conversation import Conversation
-from headstart.echo import EchoGuard
+from headstart.session.conversation import Conversation
+from headstart.session.echo import EchoGuard
 from headstart.llm.stream import ReplyStats
-from headstart.replies import FromReply, Replies
-from headstart.reply import (
+from headstart.session.replies import FromReply, Replies
+from headstart.session.reply import (
     ReplyAudio,
     ReplyAudioStart,
     ReplyInterrupted,
@@ -30,7 +30,7 @@ from headstart.reply import (
     TurnCompleted,
 )
 from headstart.timeline import TurnTimeline
-from headstart.turntaking import AgentState, Interrupt, Pause, Resume, TurnTaking
+from headstart.session.turntaking import AgentState, Interrupt, Pause, Resume, TurnTaking
 
 ANSWERS = {"What time is it?": "It is noon.", "Tell me a story": "One two three four five six seven eight."}
 

@@ -1,4 +1,4 @@
-"""The `Reply` handle (headstart/reply.py) on its own, on a FakeClock with a scripted LLM stream and a
+"""The `Reply` handle (headstart/session/reply.py) on its own, on a FakeClock with a scripted LLM stream and a
 scripted synthesiser: the order and ids of its events, cancel (idempotent, nothing sent after it
 returns, the heard text by the TTS stream's chunk spans), pause/resume, the held reply and its
 release, pacing by the playback position, and a failing LLM."""
@@ -16,7 +16,7 @@ from headstart.clock import FakeClock
 from headstart.config import TTSConfig
 from headstart.events import ReplyDone, TokenDelta
 from headstart.llm.stream import ReplyStats
-from headstart.reply import (
+from headstart.session.reply import (
     Reply,
     ReplyAudio,
     ReplyAudioStart,

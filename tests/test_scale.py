@@ -77,8 +77,8 @@ def healthz(port: int) -> dict:
 def test_sessions_spread_over_two_processes_behind_nginx(tmp_path):
     from websockets.asyncio.client import connect
 
-    from headstart.bench import data
-    from headstart.models import ModelError, gguf_path
+    from headstart.corpus import recordings as data
+    from headstart.models.store import ModelError, gguf_path
 
     processes: list[Process] = []
     try:

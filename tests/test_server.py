@@ -15,8 +15,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from headstart.clock import FakeClock
 from headstart.config import PipelineConfig
-from headstart.server import AudioRateLimit, ServerConfig, VoiceServer
-from headstart.session import Components
+from headstart.server.server import AudioRateLimit, ServerConfig, VoiceServer
+from headstart.session.session import Components
 
 
 class _NoTTS:
@@ -276,7 +276,7 @@ def test_audio_faster_than_allowed_is_dropped_with_an_error(run):
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from headstart.protocol import CLIENT_TYPES, ProtocolError, parse_client_text  # noqa: E402
+from headstart.server.protocol import CLIENT_TYPES, ProtocolError, parse_client_text  # noqa: E402
 
 SENTINEL = '{"type": "fuzz.sentinel"}'
 _json_values = st.recursive(
@@ -352,7 +352,7 @@ def test_fuzz_hostile_frames_never_crash_or_hang(frames):
 def test_an_empty_token_is_refused_at_start_up(argv, env, monkeypatch, capsys):
     """`--token "$T"` with T unset (or HEADSTART_TOKEN set but empty) must not serve without a token:
     the command refuses to start, before loading any model, and says why."""
-    from headstart import server as server_module
+    from headstart.server import server as server_module
     from headstart.cli import main
 
     loaded = []
@@ -462,8 +462,8 @@ def test_every_reply_event_is_sent_with_its_own_reply_id():
     """The session's events carry their reply id (the LLM's text deltas too): the server writes it as
     it comes, so a delta is never labelled with the reply the server saw start last."""
     from headstart.events import TokenDelta
-    from headstart.reply import ReplyStarted
-    from headstart.server import _Connection
+    from headstart.session.reply import ReplyStarted
+    from headstart.server.server import _Connection
 
     async def main():
         server = VoiceServer(no_model_components(), ServerConfig(port=0))

@@ -12,9 +12,9 @@ import pytest
 from websockets.asyncio.client import connect
 
 from headstart.audio import resample
-from headstart.bench import data
-from headstart.bench.wer import word_error_rate
-from headstart.server import ServerConfig, VoiceServer
+from headstart.corpus import recordings as data
+from headstart.corpus.wer import word_error_rate
+from headstart.server.server import ServerConfig, VoiceServer
 
 pytestmark = pytest.mark.slow
 

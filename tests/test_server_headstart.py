@@ -15,8 +15,8 @@ import pytest
 from test_server_e2e import open_client, serve, silence
 
 from headstart.audio import AudioFrame
-from headstart.bench import data
-from headstart.bench.wer import word_error_rate
+from headstart.corpus import recordings as data
+from headstart.corpus.wer import word_error_rate
 from headstart.config import PipelineConfig
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def components():
-    from headstart.session import Components
+    from headstart.session.session import Components
 
     base = PipelineConfig()
     # The endpointer waits 1.8 s of silence: it stands in for the semantic endpointer waiting out a
@@ -188,7 +188,7 @@ def test_a_listening_session_prefills_the_chat_before_the_user_speaks(components
     """Before the first word: the system prompt and the user's message header are in the KV cache (the
     turn's LiveTurn with no text yet), so partials and the reply prefill only the user's words. With
     the head start off nothing is computed ahead."""
-    from headstart.session import Session
+    from headstart.session.session import Session
 
     engine = components.llm
     chat = [{"role": "system", "content": components.config.llm.system_prompt}]

@@ -16,7 +16,7 @@ from test_server_e2e import FRAME, Client, open_client, pcm, serve, silence
 from websockets.asyncio.client import connect
 
 from headstart.audio import resample
-from headstart.bench import data
+from headstart.corpus import recordings as data
 
 pytestmark = pytest.mark.slow
 
@@ -25,7 +25,7 @@ pytestmark = pytest.mark.slow
 def components_of(components):
     """`components_of(engine)`: the same components with TTS engine `engine` (the default's are
     `components`; another voice loads its own once)."""
-    from headstart.session import Components
+    from headstart.session.session import Components
 
     loaded = {components.config.tts.engine: components}
 

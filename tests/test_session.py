@@ -14,7 +14,7 @@ from fakes import InlineExecutor, ScriptedLLM, ScriptedListener, ScriptedTTS
 
 from headstart.audio import AudioFrame
 from headstart.clock import FakeClock
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import PipelineConfig, SessionConfig
 from headstart.events import (
     EndOfTurn,
@@ -25,8 +25,8 @@ from headstart.events import (
     SpeechStarted,
     TokenDelta,
 )
-from headstart.reply import ReplyAudio, ReplyAudioStart, ReplyStarted, TurnCompleted
-from headstart.session import Session
+from headstart.session.reply import ReplyAudio, ReplyAudioStart, ReplyStarted, TurnCompleted
+from headstart.session.session import Session
 
 FRAME_S = 0.1
 

@@ -11,7 +11,7 @@ import numpy as np
 from fakes import ScriptedListener
 from test_session_switches import FakeEngine
 
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import EndpointConfig, PipelineConfig
 
 
@@ -27,7 +27,7 @@ class RecordingTurnModel:
 def listener_scorers(model) -> tuple:
     """The (eou_scorer, acoustic_scorer) a Session hands its listener, with `model` as
     `Components.acoustic_eou` and the fusion configured."""
-    from headstart.session import Session
+    from headstart.session.session import Session
 
     config = replace(PipelineConfig(), endpoint=EndpointConfig(acoustic_model="smart-turn-v3.2"))
     components = Components(config=config, asr=None, llm=FakeEngine(), tts=None, acoustic_eou=model)

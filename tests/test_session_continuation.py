@@ -11,10 +11,10 @@ from dataclasses import replace
 from fakes import AudioDriver, InlineExecutor, ScriptedLLM, ScriptedListener, ScriptedTTS, settle
 
 from headstart.clock import FakeClock
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import PipelineConfig, SessionConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
-from headstart.reply import ReplyStarted, TurnCompleted
+from headstart.session.reply import ReplyStarted, TurnCompleted
 
 FIRST = "After the tone say you're unavailable..."
 SECOND = "will message and then press the pound key."
@@ -37,7 +37,7 @@ def run(gap_s: float, audio_after_s: float | None = None, first: str = FIRST):
     audio starts playing `audio_after_s` after that end of turn (None: no reply makes a sound before
     the second turn has ended). Through the session's public API only. Returns (history, ReplyStarted
     texts, [the first turn's extra, the second's])."""
-    from headstart.session import Session
+    from headstart.session.session import Session
 
     clock = FakeClock()
     config = replace(PipelineConfig(), session=SessionConfig(head_start=False, eou="none"))

@@ -13,9 +13,9 @@ from dataclasses import replace
 from fakes import AudioDriver, InlineExecutor, ScriptedLLM, ScriptedListener, ScriptedTTS
 
 from headstart.clock import FakeClock
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import PipelineConfig, SessionConfig
-from headstart.eou_service import EOUService
+from headstart.session.eou import EOUService
 from headstart.events import FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
 
 
@@ -44,7 +44,7 @@ class Rig:
         self.listener: ScriptedListener | None = None
 
     def session(self, **kwargs):
-        from headstart.session import Session
+        from headstart.session.session import Session
 
         def listener(*scorers):
             self.listener = ScriptedListener(self.script, *scorers)
@@ -178,7 +178,7 @@ def test_stale_and_low_priority_jobs_give_way(monkeypatch):
 
 
 def test_auto_falls_back_from_head_to_token_with_the_token_thresholds(monkeypatch):
-    from headstart.eou_service import EOUPlan, resolve_eou
+    from headstart.session.eou import EOUPlan, resolve_eou
 
     model = RecordingEOU(1e-5)
     rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.6, PartialTranscript("", "turn on the lights", 0.6)),
@@ -257,7 +257,7 @@ def test_the_trained_head_brings_its_calibrated_thresholds(monkeypatch):
     import pytest
 
     from headstart.config import EndpointConfig
-    from headstart.eou_service import resolve_eou
+    from headstart.session.eou import resolve_eou
     from headstart.voice.endpoint import Endpointer
 
     head = RecordingEOU(0.5)

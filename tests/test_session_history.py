@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from headstart.audio import AudioFrame
-from headstart.bench import data
+from headstart.corpus import recordings as data
 from headstart.config import PipelineConfig
 
 pytestmark = pytest.mark.slow
@@ -24,7 +24,7 @@ CONTEXT = 600  # positions: the engine refuses a longer sequence, as it does at 
 
 @pytest.fixture(scope="module")
 def components():
-    from headstart.components import Components
+    from headstart.session.components import Components
 
     base = PipelineConfig()
     config = replace(base, llm=replace(base.llm, model="smollm2-135m", dtype="float32", max_new_tokens=16))
@@ -75,7 +75,7 @@ async def spoken_turn(session) -> tuple[list, list, list]:
 
 
 def test_a_history_longer_than_the_context_is_bounded_by_default_and_the_session_answers(components):
-    from headstart.session import Session, TurnCompleted
+    from headstart.session.session import Session, TurnCompleted
 
     assert components.config.llm.max_history_tokens == "auto"  # the default
 
@@ -97,8 +97,8 @@ def test_a_history_longer_than_the_context_is_bounded_by_default_and_the_session
 
 
 def test_without_the_bound_an_llm_failure_is_reported_as_one_and_the_listener_goes_on(components):
-    from headstart.components import Components
-    from headstart.session import Session, StageError, TurnCompleted
+    from headstart.session.components import Components
+    from headstart.session.session import Session, StageError, TurnCompleted
 
     unbounded = Components.__new__(Components)
     unbounded.__dict__.update(components.__dict__)  # the same loaded models, another LLMConfig

@@ -5,9 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from headstart.bench import data
+from headstart.corpus import recordings as data
 from headstart.clock import FakeClock
-from headstart.session import (
+from headstart.session.session import (
     AgentState,
     EchoDetector,
     Interrupt,

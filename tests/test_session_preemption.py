@@ -7,7 +7,7 @@ import pytest
 
 from headstart.clock import FakeClock
 from headstart.config import SessionConfig
-from headstart.preemption import CancelHeld, Preempt, PreemptionPolicy, Release, same_text
+from headstart.session.preemption import CancelHeld, Preempt, PreemptionPolicy, Release, same_text
 
 
 def user_says(policy: PreemptionPolicy, clock: FakeClock, *partials: str) -> None:
@@ -165,7 +165,7 @@ def test_incremental_prefill_switch_leaves_preemption_alone():
 
 def test_the_default_threshold_follows_the_endpointer_scale():
     from headstart.config import EndpointConfig
-    from headstart.preemption import preempt_threshold
+    from headstart.session.preemption import preempt_threshold
 
     token = preempt_threshold(SessionConfig(), EndpointConfig(eou_scorer="token", token_eou_low=1e-7,
                                                               token_eou_high=1e-4))

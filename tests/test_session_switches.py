@@ -12,7 +12,7 @@ import pytest
 from fakes import AudioDriver, ScriptedLLM, ScriptedListener
 
 from headstart.clock import FakeClock
-from headstart.components import Components
+from headstart.session.components import Components
 from headstart.config import PipelineConfig, SessionConfig
 from headstart.events import PartialTranscript, SpeechEnded, SpeechStarted
 
@@ -83,7 +83,7 @@ def run_turn(session_config: SessionConfig) -> ScriptedLLM:
     """A user turn up to the VAD's speech end, through the session's public API (a scripted listener
     and LLM on a FakeClock); returns the LLM, which recorded the turns it opened and the replies it was
     asked for (none can be the confirmed reply: the turn has not ended)."""
-    from headstart.session import Session
+    from headstart.session.session import Session
 
     clock = FakeClock()
     llm = ScriptedLLM(clock)
@@ -133,7 +133,7 @@ def test_head_start_off_is_the_master_switch(extra):
 def test_demo_flags_map_to_the_switches():
     import argparse
 
-    from headstart.demo import add_head_start_argument, session_config_from_args
+    from headstart.cli.demo import add_head_start_argument, session_config_from_args
 
     parser = argparse.ArgumentParser()
     add_head_start_argument(parser)
@@ -148,7 +148,7 @@ def test_demo_flags_map_to_the_switches():
 def test_a_session_decodes_with_the_process_decoder_unless_its_config_says_none():
     """Components.decoder (LLMConfig.speculative) serves every session whose config asks for speculative
     decoding; a configuration with speculative="none" (the harness's baseline) decodes plainly."""
-    from headstart.session import Session
+    from headstart.session.session import Session
 
     base = PipelineConfig()
     marker = object()

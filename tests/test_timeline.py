@@ -47,8 +47,8 @@ def test_vad_end_figures_start_at_the_vads_end_of_speech():
 
 
 def test_the_servers_turn_metrics_are_the_timelines_in_ms():
-    from headstart.protocol import ms
-    from headstart.server import turn_metrics
+    from headstart.server.protocol import ms
+    from headstart.server.server import turn_metrics
 
     t = TurnTimeline(vad_speech_end_at_s=1.1, end_of_turn_at_s=1.35, first_audio_at_s=1.9)
     out = turn_metrics(t, "r1", False)

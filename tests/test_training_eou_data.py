@@ -58,7 +58,7 @@ def test_synthetic_turns_are_seeded_short_varied_and_hold_dangling_negatives():
 
 
 def test_no_training_text_overlaps_the_bench_transcripts():
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     bench = [r.text for r in recordings()]
     utterances, dropped = D.training_utterances(T.packaged_sentences(), labels="pause-points", seed=0, synthetic=600,
@@ -88,7 +88,7 @@ def test_all_cuts_is_the_shipped_heads_labelling_and_is_the_default():
 def test_extra_rows_are_read_as_they_stand_and_keep_out_the_test_split_and_the_bench(tmp_path):
     import json
 
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     rows = [
         {"text": "Please enter the mailbox number.", "label": 1, "split": "train"},

@@ -94,7 +94,7 @@ def test_train_on_labelled_utterances_reads_only_their_labelled_prefixes(smollm2
 
 @pytest.mark.slow
 def test_head_separates_the_bench_transcripts_better_than_chance_and_reports_both(smollm2_engine):
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     head = H.EOUHead.load(smollm2_engine, "smollm2-135m")
     texts = [r.text for r in recordings()][:16]

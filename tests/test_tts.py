@@ -360,7 +360,7 @@ def _words(text: str) -> list[str]:
 def test_piper_joe_speaks_words_whisper_can_hear(piper_joe):
     from faster_whisper import WhisperModel
 
-    from headstart.models import resolve_model
+    from headstart.models.store import resolve_model
 
     assert piper_joe.sample_rate == 22_050 and piper_joe.name.startswith("piper:")
     text = "The quick brown fox jumps over the lazy dog near the river bank."

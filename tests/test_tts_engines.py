@@ -82,7 +82,7 @@ def test_hibari_whisper_hears_it():
     from faster_whisper import WhisperModel
 
     from headstart.audio import resample
-    from headstart.models import resolve_model
+    from headstart.models.store import resolve_model
 
     whisper_path = prepared(lambda: resolve_model("whisper-tiny.en"))
     synth = load_synthesizer(TTSConfig(engine="hibari"), ThreadPlan())
@@ -249,7 +249,7 @@ def test_piper_round_trip_through_whisper_has_low_wer():
     from faster_whisper import WhisperModel
 
     from headstart.audio import resample
-    from headstart.models import resolve_model
+    from headstart.models.store import resolve_model
 
     synth = prepared(lambda: load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1)))
     whisper_path = prepared(lambda: resolve_model("whisper-tiny.en"))
@@ -281,7 +281,7 @@ def test_a_mistyped_piper_voice_fails_before_any_model_loads(monkeypatch):
     loader, after the ASR and LLM had loaded, with a message listing the ASR and LLM presets too."""
     from dataclasses import replace
 
-    from headstart.components import Components
+    from headstart.session.components import Components
     from headstart.config import PipelineConfig
     from headstart.llm.engine import LLMEngine
     from headstart.voice import asr_engines

@@ -48,7 +48,7 @@ def test_short_first_chunk_then_the_rest_is_heard_right_and_joins_without_clicks
     import jiwer
     from faster_whisper import WhisperModel
 
-    from headstart.models import resolve_model
+    from headstart.models.store import resolve_model
 
     synth = prepared(lambda: load_synthesizer(TTSConfig(engine="piper-joe"), ThreadPlan(tts_threads=1)))
     whisper_path = prepared(lambda: resolve_model("whisper-tiny.en"))

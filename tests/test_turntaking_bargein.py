@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from headstart.clock import FakeClock
-from headstart.turntaking import AgentState, Interrupt, Pause, Resume, StartReply, TurnTaking
+from headstart.session.turntaking import AgentState, Interrupt, Pause, Resume, StartReply, TurnTaking
 
 
 def replying(clock: FakeClock, **kwargs) -> TurnTaking:

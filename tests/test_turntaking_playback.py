@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from headstart.clock import FakeClock
-from headstart.reply import heard_text
-from headstart.turntaking import AgentState, Interrupt, Pause, StartReply, TurnTaking
+from headstart.session.reply import heard_text
+from headstart.session.turntaking import AgentState, Interrupt, Pause, StartReply, TurnTaking
 
 LEAD_S = 1.0  # the server's playback_lead_s
 FRAME_S = 0.1

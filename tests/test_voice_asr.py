@@ -137,7 +137,7 @@ def test_segment_filter(segment, reason):
 def test_missing_model_gives_a_clear_error(tmp_path, monkeypatch):
     with pytest.raises(FileNotFoundError, match="models prepare whisper-tiny.en"):
         WhisperASR(tmp_path / "nowhere", ASRConfig(), cpu_threads=1)
-    from headstart.models import ModelNotPreparedError
+    from headstart.models.store import ModelNotPreparedError
 
     monkeypatch.setenv("HEADSTART_CACHE", str(tmp_path))
     with pytest.raises(ModelNotPreparedError, match="prepare whisper-tiny.en"):
@@ -156,7 +156,7 @@ def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr8):
     """0.2 s of a real "Press ..." prompt: tiny.en with the 8 s window loops on it ("Press Press
     Press ..."); the budget stops the loop and the cut-short segment is dropped."""
 
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     rec = next(r for r in recordings() if r.name == "vm-onefor-full")
     audio = speech("asterisk_allison_16k/vm-onefor-full.wav")
@@ -189,7 +189,7 @@ def test_a_long_pass_that_loops_at_its_end_keeps_the_words_before_the_loop(asr8)
     last segment loops was dropped whole as "repetition", real words with it; only the loop goes.
     Ten Asterisk prompts joined by 0.1 s of zeros; tiny.en (8 s window) loops on the pass that
     starts at "has left the conference" and stops at 19.6 s, after "placed into the conference"."""
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     recs = [r for r in recordings() if r.relative_path.startswith("asterisk")][:10]
     parts = []
@@ -212,7 +212,7 @@ def test_a_pass_that_writes_nothing_after_its_prompt_is_redone_without_it(asr8):
     """Issue 20 (3): ten Asterisk prompts joined (the bench's 11th-20th), a pass from 6.5 s with the
     committed text as the prompt: tiny.en gave no segment at all for 6.8-8 s of speech, and the
     listener ended the turn as wordless, losing the last 20 s. The pass is redone without the prompt."""
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     recs = [r for r in recordings() if r.relative_path.startswith("asterisk")][10:20]
     parts = []

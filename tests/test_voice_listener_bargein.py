@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from headstart.audio import AudioFrame
-from headstart.bench import data
+from headstart.corpus import recordings as data
 from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.events import EndOfTurn, FinalTranscript, SpeechStarted
 from headstart.voice.asr import ListeningDefaults, Transcription

@@ -121,8 +121,8 @@ def test_moonshine_finals_hear_the_whole_utterance_through_the_listener(moonshin
     stop 0.05 s before the last voiced window, committed words + the rest) these finals read "How do
     you marry ..." (librivox-0920: words committed from short audio) and "To increase your" (the last
     words lost: the final pass heard too little past the speech)."""
-    from headstart.bench.data import recording
-    from headstart.bench.wer import word_error_rate
+    from headstart.corpus.recordings import recording
+    from headstart.corpus.wer import word_error_rate
 
     rec = recording(name)
     audio = np.concatenate([rec.read(), silence(2.0)])

@@ -20,7 +20,7 @@ SR = 16000
 
 
 def _wer(reference: str, hypothesis: str) -> float:
-    from headstart.bench.wer import word_error_rate
+    from headstart.corpus.wer import word_error_rate
 
     return word_error_rate(reference, hypothesis)
 
@@ -38,7 +38,7 @@ def asr(model_dir) -> moonshine.MoonshineASR:
 
 
 def _rec(name: str):
-    from headstart.bench.data import recording
+    from headstart.corpus.recordings import recording
 
     return recording(name)
 
@@ -104,7 +104,7 @@ def _run(path: Path, x: np.ndarray) -> list[np.ndarray]:
 def test_ort_file_is_rebuilt_folded_and_quantised(tmp_path):
     import onnx
 
-    from headstart.ort_convert import convert_ort_model, fold_dequantize_chains, read_ort_model
+    from headstart.models.ort_convert import convert_ort_model, fold_dequantize_chains, read_ort_model
 
     onnx_path, ort_path, x = _tiny_ort_model(tmp_path)
     expected = _run(onnx_path, x)
@@ -130,7 +130,7 @@ def test_ort_file_is_rebuilt_folded_and_quantised(tmp_path):
 
 
 def test_a_file_that_is_not_ort_format_is_a_clear_error(tmp_path):
-    from headstart.ort_convert import OrtConvertError, read_ort_model
+    from headstart.models.ort_convert import OrtConvertError, read_ort_model
 
     onnx_path, _ort_path, _x = _tiny_ort_model(tmp_path)
     with pytest.raises(OrtConvertError, match="not an ORT-format model"):
@@ -170,8 +170,8 @@ def test_sentence_is_transcribed_with_ordered_word_times(asr):
 
 @pytest.mark.slow
 def test_the_packaged_recordings_at_most_4_percent_wer(asr):
-    from headstart.bench.data import recordings
-    from headstart.bench.wer import corpus_word_error_rate
+    from headstart.corpus.recordings import recordings
+    from headstart.corpus.wer import corpus_word_error_rate
 
     pairs = [(rec.text, asr.transcribe(rec.read()).text) for rec in recordings()]
     assert len(pairs) == 52
@@ -294,7 +294,7 @@ def test_load_asr_picks_the_engine_from_the_folder(model_dir, tmp_path):
 
 
 def test_prepare_check_passes_on_the_converted_model_and_fails_on_a_broken_one(model_dir, tmp_path):
-    from headstart.model_checks import check_prepared, check_transcripts
+    from headstart.cli.model_checks import check_prepared, check_transcripts
 
     assert check_prepared("moonshine-base", model_dir) is None and check_prepared("piper-joe", tmp_path) is None
     assert check_transcripts(model_dir) is None
@@ -328,15 +328,15 @@ def test_real_recording_through_the_listener(asr):
 
 
 def test_prepare_refuses_files_that_do_not_convert(tmp_path):
-    from headstart import models
+    from headstart.models import catalog, prepare, store
 
-    preset = models.PRESETS["moonshine-base"]
+    preset = catalog.PRESETS["moonshine-base"]
     folder = tmp_path / "moonshine-base.staging"
     folder.mkdir()
     for name in preset.files:
         (folder / name).write_bytes(b"not a model")
-    with pytest.raises(models.ModelError, match="converting decoder_model_merged.ort failed: .*not an ORT-format"):
-        models._convert_ort(preset, folder, log=lambda _msg: None)
+    with pytest.raises(store.ModelError, match="converting decoder_model_merged.ort failed: .*not an ORT-format"):
+        prepare._convert_ort(preset, folder, log=lambda _msg: None)
     assert not folder.exists()  # nothing half-converted is left to be taken for a model
 
 

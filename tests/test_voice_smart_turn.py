@@ -9,9 +9,9 @@ import pytest
 
 from headstart.audio import AudioError
 from headstart.bench.asr import room_noise
-from headstart.bench.data import recording
+from headstart.corpus.recordings import recording
 from headstart.config import ASRConfig
-from headstart.models import ModelError
+from headstart.models.store import ModelError
 from headstart.voice.smart_turn import NUM_FRAMES, NUM_MEL_BINS, WINDOW_SAMPLES, SmartTurn
 
 SR = 16000
@@ -98,7 +98,7 @@ def test_missing_file_and_bad_threads(tmp_path):
     with pytest.raises(FileNotFoundError, match="models prepare smart-turn-v3.2"):
         SmartTurn(tmp_path / "none.onnx")
     try:
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
 
         path = resolve_model("smart-turn-v3.2")
     except ModelError as exc:
@@ -108,7 +108,7 @@ def test_missing_file_and_bad_threads(tmp_path):
 
 
 def test_unprepared_preset_names_the_prepare_command(tmp_path, monkeypatch):
-    from headstart.models import ModelNotPreparedError
+    from headstart.models.store import ModelNotPreparedError
 
     monkeypatch.setenv("HEADSTART_CACHE", str(tmp_path))
     with pytest.raises(ModelNotPreparedError, match="headstart models prepare smart-turn-v3.2"):

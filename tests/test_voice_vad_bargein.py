@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from headstart.audio import pcm16_to_float32
-from headstart.bench import data
+from headstart.corpus import recordings as data
 from headstart.config import VADConfig
 from headstart.events import SpeechEnded, SpeechStarted
 from headstart.voice.vad import SileroVAD, SpeechHysteresis, create_vad

@@ -1,4 +1,4 @@
-"""The browser demo page (headstart/web/): its files are served with the right content types, and, in a
+"""The browser demo page (headstart/server/web/): its files are served with the right content types, and, in a
 real headless Chromium (Debian's, driven by Playwright), a fake microphone fed from a real recording
 talks to a real loopback server with the small models: the recording is transcribed, a reply streams
 in and is played, and the latency figures appear. Also: a denied microphone and a server that goes
@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from headstart.config import PipelineConfig
-from headstart.server import ServerConfig, VoiceServer, web_dir
+from headstart.server.server import ServerConfig, VoiceServer, web_dir
 
 CHROMIUM = os.environ.get("HEADSTART_CHROMIUM", "/usr/bin/chromium")
 ARTIFACTS = Path(__file__).resolve().parent.parent / "test-artifacts"
@@ -319,7 +319,7 @@ def test_denied_microphone_and_a_server_that_goes_away(chromium):
 
 @pytest.fixture(scope="module")
 def components():
-    from headstart.session import Components
+    from headstart.session.session import Components
 
     base = PipelineConfig()
     config = replace(base, llm=replace(base.llm, model="smollm2-135m", max_new_tokens=16))
@@ -330,8 +330,8 @@ def components():
 
 @pytest.mark.slow
 def test_a_spoken_turn_in_a_real_browser(playwright, components, tmp_path):
-    from headstart.bench.data import default_recording
-    from headstart.bench.wer import word_error_rate
+    from headstart.corpus.recordings import default_recording
+    from headstart.corpus.wer import word_error_rate
 
     rec = default_recording()
     wav = fake_mic_wav(tmp_path, rec.read(), lead_s=1.0, tail_s=4.0)

@@ -17,8 +17,8 @@ import soundfile as sf
 from test_server_e2e import serve
 
 from headstart.audio import resample
-from headstart.bench import data
-from headstart.bench.wer import word_error_rate
+from headstart.corpus import recordings as data
+from headstart.corpus.wer import word_error_rate
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "ws_client.py"
 

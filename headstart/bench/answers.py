@@ -443,7 +443,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only the items of one half (A: ids ending in an odd number, B: even; default both)")
     parser.add_argument("--items", default=None, help="answers data file (default: the packaged answers.json)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.cli_options import add_llm_precision_arguments
+    from headstart.cli.options import add_llm_precision_arguments
 
     add_llm_precision_arguments(parser, bench=True)
     parser.add_argument("--speculative", choices=["none", "prompt_lookup"], default=LLMConfig().speculative,
@@ -483,7 +483,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     from headstart.llm.engine import LLMEngine
     from headstart.llm.speculative import build_decoder
     from headstart.llm.stream import llm_executor
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
 
     hf_logging.disable_progress_bar()
     quantize = None if args.quantize == "none" else args.quantize

@@ -149,7 +149,7 @@ def load_items(input_dir: str | None) -> list[Item]:
     from headstart.audio import read_wav
 
     if input_dir is None:
-        from headstart.bench.data import recordings
+        from headstart.corpus.recordings import recordings
 
         return [Item(r.name, r.text, r.read(), r.speech_end_s, r.speech_start_s) for r in recordings()]
     root = Path(input_dir)
@@ -453,7 +453,7 @@ def _percentile(values: list[float], q: float) -> float | None:
 
 def _partial_latencies(result: RunResult, words: list) -> list[float]:
     """Word end (final pass timestamps) -> first partial (or final) whose text holds it at its position."""
-    from headstart.bench.wer import normalize_text
+    from headstart.corpus.wer import normalize_text
 
     seen = [(t, normalize_text(text).split()) for t, text in result.partials]
     seen += [(t, normalize_text(f.text).split()) for t, f in result.finals]
@@ -484,7 +484,7 @@ def run(args: argparse.Namespace, log=print) -> dict[str, Any]:
     """Run the benchmark; return the JSON-ready result."""
     from dataclasses import replace
 
-    from headstart.bench.wer import corpus_word_error_rate
+    from headstart.corpus.wer import corpus_word_error_rate
     from headstart.config import ASRConfig, EndpointConfig, LLMConfig, PipelineConfig, ThreadPlan, VADConfig
     from headstart.voice.asr_engines import has_word_timestamps, load_asr
     from headstart.voice.endpoint import eou_thresholds
@@ -680,7 +680,7 @@ def head_weights(path: str, model: str) -> Any:
 
 def run_from_args(args: argparse.Namespace) -> int:
     """Entry point of `headstart bench asr`. Returns the exit status (2: data or model missing)."""
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
 
     log = (lambda *a, **k: None) if args.json else print
     try:

@@ -25,51 +25,12 @@ from dataclasses import replace
 
 from headstart.bench.machine import cpu_description
 from headstart.config import LLMConfig, ThreadPlan
+from headstart.corpus.texts import CONVERSATION, DECODE_PROMPTS, FINAL_USER_TEXT, QUESTIONS
 
 __all__ = ["add_arguments", "run_from_args", "QUESTIONS", "CONVERSATION"]
 
 # Known draft models (same tokenizer, smaller) for a target.
 DRAFTS = {"qwen2.5-coder-1.5b": "qwen2.5-coder-0.5b"}
-
-CONVERSATION = [
-    {"role": "user", "content": "Hi there. I'm planning a weekend trip to Lisbon with my sister and I could use "
-                                "some help getting organised before we leave on Friday morning."},
-    {"role": "assistant", "content": "Happy to help. Lisbon is lovely in spring. Tell me what you would like "
-                                     "to plan first: travel, where to stay, or what to see."},
-    {"role": "user", "content": "We already booked a small hotel in the Alfama district, near the cathedral. "
-                                "Our flight lands at ten in the morning on Friday and we fly home on Sunday "
-                                "evening at eight. My sister loves old trams and seafood, and I like museums "
-                                "and quiet viewpoints where we can watch the sunset."},
-    {"role": "assistant", "content": "Great choice, Alfama is close to many viewpoints. On Friday you could take "
-                                     "tram 28 past the cathedral, have grilled sardines for dinner, and watch the "
-                                     "sunset from the Miradouro da Senhora do Monte."},
-    {"role": "user", "content": "That sounds perfect. On Saturday we want to visit Belem and the tile museum, "
-                                "and maybe eat at a market hall in the evening if it is not too crowded."},
-    {"role": "assistant", "content": "Then start early in Belem to see the monastery before the crowds, visit "
-                                     "the tile museum after lunch, and go to the Time Out Market in the early "
-                                     "evening, before eight, when it is calmer."},
-]
-FINAL_USER_TEXT = ("Thanks. One last thing: what time should we leave the hotel on Sunday to get to the "
-                   "airport for our eight o'clock flight?")
-
-# Everyday spoken questions, each with the key fact the answer must contain (a regex).
-QUESTIONS = [
-    ("What is the capital of France?", r"paris"),
-    ("What is seven plus five?", r"\b12\b|twelve"),
-    ("How many days are there in a week?", r"\b7\b|seven"),
-    ("Which planet do we live on?", r"earth"),
-    ("What colour is the sky on a clear day?", r"blue"),
-    ("How many legs does a spider have?", r"\b8\b|eight"),
-    ("Who wrote Romeo and Juliet?", r"shakespeare"),
-    ("What is the largest ocean on Earth?", r"pacific"),
-    ("At what temperature in Celsius does water freeze?", r"\b0\b|zero"),
-    ("What language do people speak in Brazil?", r"portuguese"),
-]
-DECODE_PROMPTS = [
-    "Please repeat our plan for Saturday back to me in two sentences.",
-    FINAL_USER_TEXT,
-    "Tell me a short story about a robot who learns to paint.",
-]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="draft model for speculative decoding (default: the known pair's draft, if any; "
                              "'none' to skip)")
     parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.cli_options import add_llm_precision_arguments
+    from headstart.cli.options import add_llm_precision_arguments
 
     add_llm_precision_arguments(parser, bench=True)
     parser.add_argument("--draft-quantize", choices=["auto", "int8", "none"], default="auto",
@@ -154,7 +115,7 @@ def _ttft(engine, config, repeats: int, log) -> dict[str, float]:
 
 
 async def _head_start_ttft(engine, history, config, executor) -> tuple[float, str]:
-    """One user turn through `LiveTurn` as the session drives it (headstart/session.py): opened on the
+    """One user turn through `LiveTurn` as the session drives it (headstart/session/session.py): opened on the
     chat and pre-warmed with `update("")` while the agent is silent, one `update` per partial (each
     awaited: partials come ~0.4 s apart and a few words prefill faster), then `reply(final)`. Returns
     (request to first token in seconds, the first token's text)."""
@@ -311,7 +272,7 @@ def run_from_args(args: argparse.Namespace) -> int:
         return llm_remote.run_from_args(args)
     from headstart.llm.engine import LLMEngine
     from headstart.llm.speculative import Decoder, DraftingPolicy, DraftModelDrafter, PromptLookupDrafter
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
 
     def log(message: str) -> None:
         if not args.json:

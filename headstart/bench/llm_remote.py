@@ -64,7 +64,7 @@ async def _first_token(stream, max_tokens: int) -> tuple[float | None, float | N
 async def _measure(llm, config: LLMConfig, repeats: int, lead_s: float, tokens: int, log) -> dict:
     from headstart.llm.remote import RemoteReplyStream
 
-    from headstart.bench.llm import CONVERSATION, FINAL_USER_TEXT
+    from headstart.corpus.texts import CONVERSATION, FINAL_USER_TEXT
 
     cold, plain, warm, preemptive, held_ttft, tpot, warmups = [], [], [], [], [], [], []
     for r in range(repeats):

@@ -122,7 +122,7 @@ def _timed(gen, device: str) -> tuple[list[int], float, float]:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from headstart.bench.llm import CONVERSATION, DECODE_PROMPTS
+    from headstart.corpus.texts import CONVERSATION, DECODE_PROMPTS
     from headstart.config import LLMConfig, ThreadPlan
     from headstart.llm.early_exit import EarlyExitDecoder
     from headstart.llm.engine import LLMEngine
@@ -130,7 +130,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     from headstart.llm.selfspec import load_self_drafter, predicted_speedup
     from headstart.llm.speculative import Decoder, DraftingPolicy
     from headstart.llm.stream import with_system_prompt
-    from headstart.models import ModelError, resolve_model
+    from headstart.models.store import ModelError, resolve_model
 
     def log(message: str) -> None:
         if not args.json:
@@ -254,8 +254,8 @@ def _history_curve(args: argparse.Namespace) -> int:
     from headstart.llm.engine import common_prefix_len
     from headstart.llm.history import TurnWindow
     from headstart.llm.stream import with_system_prompt
-    from headstart.training.train_proposal import EVERYDAY
-    from headstart.models import resolve_model
+    from headstart.corpus.texts import EVERYDAY
+    from headstart.models.store import resolve_model
 
     folder = resolve_model(args.model)
     tok = AutoTokenizer.from_pretrained(folder, local_files_only=True)
@@ -311,7 +311,7 @@ def trained_self_drafter(engine, model: str):
     headstart cache, or None (for `headstart bench llm`, which adds a row when one exists)."""
     from headstart.llm.proposal import default_head_path
     from headstart.llm.selfspec import load_self_drafter
-    from headstart.models import resolve_model
+    from headstart.models.store import resolve_model
 
     try:
         folder = resolve_model(model)
@@ -325,7 +325,7 @@ def trained_self_drafter(engine, model: str):
 def _load_engine(args: argparse.Namespace, quantize: str | None):
     from headstart.config import LLMConfig, ThreadPlan
     from headstart.llm.engine import LLMEngine
-    from headstart.models import resolve_model
+    from headstart.models.store import resolve_model
 
     config = LLMConfig(model=args.model, dtype=args.dtype, device=args.device, max_new_tokens=args.decode_tokens,
                        quantize=quantize)
@@ -334,7 +334,7 @@ def _load_engine(args: argparse.Namespace, quantize: str | None):
 
 
 def _bench_prompts(engine, config, count: int) -> list[list[int]]:
-    from headstart.bench.llm import CONVERSATION, DECODE_PROMPTS
+    from headstart.corpus.texts import CONVERSATION, DECODE_PROMPTS
     from headstart.llm.stream import with_system_prompt
 
     return [engine.render_prompt(with_system_prompt([*CONVERSATION, {"role": "user", "content": t}],
@@ -349,7 +349,7 @@ def _quantize_arg(args: argparse.Namespace) -> str:
 def _verify_costs(args: argparse.Namespace) -> int:
     """The cost table of bench/verify_costs.py on the first decode prompt."""
     from headstart.bench.verify_costs import measure_costs, speedup_table
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
 
     try:
         engine, _, config = _load_engine(args, None if _quantize_arg(args) == "none" else _quantize_arg(args))
@@ -398,7 +398,7 @@ def _eagle_run(args: argparse.Namespace) -> int:
     from headstart.llm.eagle import EagleDrafter, default_eagle_path, load_eagle
     from headstart.llm.sampling import Sampling
     from headstart.llm.speculative import Decoder, DraftingPolicy
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
 
     quantize = _quantize_arg(args)
     try:

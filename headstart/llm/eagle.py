@@ -527,6 +527,6 @@ def load_eagle(path: str | Path) -> EagleNet:
 def default_eagle_path(model_folder: str | Path, exit_layer: int) -> Path:
     """<headstart cache>/proposal/<model key>/eagle-exit-L.safetensors (keyed by the model's manifest)."""
     from headstart.llm.proposal import model_key
-    from headstart.models import cache_dir
+    from headstart.models.store import cache_dir
 
     return cache_dir() / "proposal" / model_key(model_folder) / f"eagle-exit-{exit_layer}.safetensors"

@@ -122,9 +122,9 @@ class LLMEngine:
     @classmethod
     def from_config(cls, config: LLMConfig, threads: ThreadPlan) -> LLMEngine:
         """`load` the model `config.model` names (a preset, a local folder or a prepared hub id).
-        Raises headstart.models.ModelNotPreparedError (its message names the prepare command) or
+        Raises headstart.models.store.ModelNotPreparedError (its message names the prepare command) or
         ModelError for an unknown name. Never downloads."""
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
 
         return cls.load(resolve_model(config.model), config, threads)
 

@@ -106,7 +106,7 @@ def weights_path(model: str, *, packaged: bool = False) -> Path:
     safe = model.replace("/", "--")
     if packaged:
         return HEADS_DIR / f"{safe}.npz"
-    from headstart.models import cache_dir
+    from headstart.models.store import cache_dir
 
     return cache_dir() / "eou_heads" / f"{safe}.npz"
 

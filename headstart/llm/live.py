@@ -3,7 +3,7 @@ cache while the user speaks, and the reply streams like any `ReplyStream`.
 
 How the session uses it: `update` on every partial (and `update("")` before the user's words, to
 prefill the chat the turn follows), then `reply(text)` once: at the end of turn, or earlier for the
-head start's *held* reply (headstart/session.py: its tokens are generated and its first clause is
+head start's *held* reply (headstart/session/session.py: its tokens are generated and its first clause is
 synthesised ahead, none of it leaves until the end of turn confirms `text`, else it is cancelled and
 the turn's reply is generated from a new LiveTurn).
 

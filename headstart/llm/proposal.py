@@ -279,6 +279,6 @@ def default_head_path(model_folder: str | Path, exit_layer: int) -> Path:
     """Where `headstart llm train-proposal` saves a head: <headstart cache>/proposal/<model key>/exit-L.safetensors
     (beside the prepared models, keyed by model name and manifest sha, so a changed model never meets
     an old head)."""
-    from headstart.models import cache_dir
+    from headstart.models.store import cache_dir
 
     return cache_dir() / "proposal" / model_key(model_folder) / f"exit-{exit_layer}.safetensors"

@@ -110,7 +110,7 @@ def load_self_drafter(engine: LLMEngine, exit_layer: int, head_path: str | Path 
     model folder; see proposal.default_head_path). FileNotFoundError names the training command."""
     if head_path is None:
         if model_folder is None:
-            from headstart.models import resolve_model
+            from headstart.models.store import resolve_model
 
             model_folder = resolve_model(engine.config.model)
         head_path = default_head_path(model_folder, exit_layer)

@@ -7,7 +7,7 @@ re-merges a growing last word ("Par" -> "Paris"), so tokens of the last word are
 end of turn only the tail and the assistant header remain to prefill.
 
 The held reply of the head start (a reply started before the end of turn and released on a hit) is
-the session's (headstart/session.py): it is an ordinary reply of this turn, started earlier.
+the session's (headstart/session/session.py): it is an ordinary reply of this turn, started earlier.
 
 Stale-cache guard: every reuse goes through the LCP of the cache's own token record and the new
 prompt (`LLMEngine.prefill` / `sync_to`), so a cache computed for other tokens is never silently extended.

@@ -375,7 +375,7 @@ def evaluate(model: Any, net: EagleNet, data: EagleData, k: int = 4, held_out: b
 
 def data_path(folder: Path, key: str) -> Path:
     from headstart.llm.proposal import model_key
-    from headstart.models import cache_dir
+    from headstart.models.store import cache_dir
 
     return cache_dir() / "proposal" / model_key(folder) / f"eagle-data-{key}.pt"
 
@@ -501,7 +501,7 @@ def run_from_args(args: argparse.Namespace) -> int:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     from headstart.llm.eagle import default_eagle_path, save_eagle
-    from headstart.models import ModelError, resolve_model
+    from headstart.models.store import ModelError, resolve_model
     from headstart.training.proposal_prompts import spoken_conversations
     from headstart.training.train_proposal import Conversation, default_conversations
 

@@ -361,7 +361,7 @@ def add_arguments(parser: Any) -> None:
 
 def bench_transcripts() -> list[str]:
     """The packaged bench transcripts: held out of the training text, and `--evaluate-bench`'s set."""
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     return [r.text for r in recordings()]
 
@@ -373,7 +373,7 @@ def run_from_args(args: Any, bench_texts: Any = bench_transcripts) -> int:
     None holds nothing out (then `--evaluate-bench` is refused)."""
     from headstart.config import LLMConfig, ThreadPlan
     from headstart.llm.engine import LLMEngine
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
     from headstart.training.eou_data import load_extra_rows, training_utterances
 
     try:

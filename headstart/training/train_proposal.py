@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from headstart.llm.proposal import LayerStack, ProposalHead
+from headstart.corpus.texts import EVERYDAY
 
 __all__ = ["Conversation", "Features", "TrainResult", "cached_generate_features", "collect_replies", "concat_features",
            "default_conversations", "draft_acceptance", "evaluate", "extract_features", "generate_features",
@@ -38,49 +39,6 @@ __all__ = ["Conversation", "Features", "TrainResult", "cached_generate_features"
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 
-EVERYDAY = [
-    "What's the weather usually like in London in April?", "How long should I boil an egg for a soft yolk?",
-    "Can you remind me what the capital of Australia is?", "What's a good way to fall asleep faster?",
-    "How many minutes are there in three hours?", "Why is the sky blue?", "What does a barista do?",
-    "How do I convert Celsius to Fahrenheit?", "What time zone is New York in?", "Tell me a fun fact about octopuses.",
-    "What should I pack for a weekend camping trip?", "How far is the Moon from the Earth?",
-    "What's the difference between a virus and bacteria?", "Can you suggest a quick vegetarian dinner?",
-    "How do I say thank you in Spanish?", "What is photosynthesis?", "Who painted the Mona Lisa?",
-    "How many bones are in the human body?", "What's the tallest mountain in the world?",
-    "Is it better to stretch before or after running?", "How do I get a red wine stain out of a shirt?",
-    "What is twelve times eight?", "What's the boiling point of water at sea level?",
-    "Recommend a classic novel I could read this summer.", "How do airplanes stay in the air?",
-    "What's a healthy breakfast idea?", "How often should I water a cactus?", "What does GDP stand for?",
-    "Explain what a black hole is in simple words.", "What's the best way to learn a new language?",
-    "Set a reminder for my dentist appointment tomorrow at nine.", "What's the square root of sixty four?",
-    "How many players are on a football team?", "Why do cats purr?", "What year did the first man land on the Moon?",
-    "How do I make a cup of green tea properly?", "What is the speed of light?", "Give me a tip for a job interview.",
-    "What's the longest river in Africa?", "How do vaccines work?", "Can you tell me a short joke?",
-    "What is the chemical symbol for gold?", "How much water should I drink every day?",
-    "What's a good name for a golden retriever puppy?", "What causes thunder?", "How do I reset my router?",
-    "What's the population of Canada, roughly?", "Which is bigger, a kilometre or a mile?",
-    "What do pandas eat?", "How do I keep basil alive indoors?", "What's the plural of cactus?",
-    "Summarise the plot of Cinderella in one sentence.", "How many continents are there?",
-    "What is the main ingredient of guacamole?", "How long does it take to walk five kilometres?",
-    "What's the difference between weather and climate?", "Who invented the telephone?",
-    "What is a haiku?", "How can I save money on groceries?", "Why do leaves change colour in autumn?",
-    "What's the freezing point of water in Fahrenheit?", "What's the opposite of generous?",
-    "How do bees make honey?", "What's a leap year?", "Where is the Eiffel Tower?",
-    "What are the three primary colours?", "How should I warm up before lifting weights?",
-    "What is fifteen percent of two hundred?", "What instrument has eighty eight keys?",
-    "How do I politely decline an invitation?", "What's the largest animal on Earth?",
-    "Why does bread go stale?", "What's the quickest way to cool down a hot drink?",
-    "How many hours of sleep does an adult need?", "Translate good morning into French.",
-    "What's the capital of Japan?", "How does a rainbow form?", "What is an electric car's main advantage?",
-    "Can you suggest a name for a book club?", "How do I calm down before a presentation?",
-    "What does a pharmacist do?", "Why is the ocean salty?", "How many sides does a hexagon have?",
-    "What is the smallest country in the world?", "What's a good stretching routine for my back?",
-    "How do I tell if an avocado is ripe?", "Who was Albert Einstein?", "What is the currency of Japan?",
-    "How does a compass work?", "What should I do if I feel dizzy?", "What's nine plus thirteen?",
-    "How do I start running as a beginner?", "What is recycling and why does it matter?",
-    "What's the best time to visit Iceland?", "Why do we have seasons?", "What is a synonym for happy?",
-    "How long is a marathon?", "How do I make my phone battery last longer?", "What's the capital of Canada?",
-]
 FOLLOW_UPS = [
     "Can you remind me which tram my sister wanted to take?", "What should we eat on Saturday night?",
     "Is the tile museum open on Sundays?", "How far is Belem from Alfama?", "Should we buy a travel card for the trams?",
@@ -105,11 +63,11 @@ def default_conversations(multi_turn_training: bool = True) -> list[Conversation
     """The training and held-out prompt set: held out are the bench's QUESTIONS and DECODE_PROMPTS (after
     its Lisbon CONVERSATION) and every 8th of our everyday prompts; the rest, the follow-ups in the same
     Lisbon chat and the bench speech transcripts (as things a user said) are for training."""
-    from headstart.bench import llm as bench_llm
+    from headstart.corpus import texts
 
-    chat = tuple((m["role"], m["content"]) for m in bench_llm.CONVERSATION)
-    out = [Conversation((("user", q),), held_out=True) for q, _ in bench_llm.QUESTIONS]
-    out += [Conversation((*chat, ("user", t)), held_out=True) for t in bench_llm.DECODE_PROMPTS]
+    chat = tuple((m["role"], m["content"]) for m in texts.CONVERSATION)
+    out = [Conversation((("user", q),), held_out=True) for q, _ in texts.QUESTIONS]
+    out += [Conversation((*chat, ("user", t)), held_out=True) for t in texts.DECODE_PROMPTS]
     out += [Conversation((("user", q),), held_out=i % 8 == 7) for i, q in enumerate(EVERYDAY)]
     if multi_turn_training:  # long prompts: most of the data-generation time on a slow CPU
         out += [Conversation((*chat, ("user", t)),) for t in FOLLOW_UPS]
@@ -118,7 +76,7 @@ def default_conversations(multi_turn_training: bool = True) -> list[Conversation
 
 
 def _transcripts() -> list[str]:
-    from headstart.bench.data import recordings
+    from headstart.corpus.recordings import recordings
 
     try:
         return sorted({r.text for r in recordings() if r.text})
@@ -686,7 +644,7 @@ def run_from_args(args: Any) -> int:
     from headstart.config import LLMConfig
     from headstart.llm.proposal import default_head_path, model_key
     from headstart.training.proposal_prompts import spoken_conversations
-    from headstart.models import ModelError, cache_dir, resolve_model
+    from headstart.models.store import ModelError, cache_dir, resolve_model
 
     if args.threads < 1 or args.epochs < 1 or args.max_new_tokens < 2 or args.synthetic < 0 or args.batch_size < 1:
         print("error: --threads, --epochs and --batch-size must be >= 1, --max-new-tokens >= 2, --synthetic >= 0",

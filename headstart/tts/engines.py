@@ -7,8 +7,8 @@ from headstart.tts.base import Synthesizer
 
 
 def piper_voices() -> tuple[str, ...]:
-    """The Piper voice presets (headstart/models.py, role "tts", prepared from files)."""
-    from headstart.models import PRESETS
+    """The Piper voice presets (headstart/models/, role "tts", prepared from files)."""
+    from headstart.models.catalog import PRESETS
 
     return tuple(p.name for p in PRESETS.values() if p.role == "tts" and p.kind != "builtin")
 
@@ -27,7 +27,7 @@ def model_preset(config: TTSConfig) -> str | None:
 def check_engine(config: TTSConfig) -> None:
     """Fail fast on a TTS choice that cannot load, before any model is loaded (a typo in `--tts` is
     reported at once, not after the ASR and LLM have loaded). Whether a Piper preset is prepared is
-    `headstart.models.resolve_models`' question (`Components.load` asks it with the other models).
+    `headstart.models.store.resolve_models`' question (`Components.load` asks it with the other models).
 
     Raises:
         ValueError: an unknown engine name (the message lists the TTS choices only); engine "coqui"
@@ -58,11 +58,11 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
     `config.engine` is "espeak" (system espeak-ng, no model), "hibari" (hibari-tts, voice
     `config.hibari_voice`), "coqui" (a coqui-tts checkpoint at `config.coqui_model`, run in the coqui
     venv built by `make coqui-env`), a Piper preset name ("piper-joe", resolved with
-    `headstart.models.resolve_model`), or a path to a Piper `.onnx` voice. Loading is explicit and
+    `headstart.models.store.resolve_model`), or a path to a Piper `.onnx` voice. Loading is explicit and
     never downloads; with `warm_up`, one short sentence is synthesised before returning.
 
     Raises:
-        headstart.models.ModelNotPreparedError: the preset is not prepared (the message names the
+        headstart.models.store.ModelNotPreparedError: the preset is not prepared (the message names the
             prepare command).
         FileNotFoundError: a voice or checkpoint path that does not exist.
         EngineNotAvailableError: the engine is not installed (for coqui: the message names
@@ -99,7 +99,7 @@ def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = 
         if engine.endswith(".onnx"):
             model_path = engine
         else:
-            from headstart.models import resolve_model
+            from headstart.models.store import resolve_model
 
             model_path = resolve_model(engine)
         synth = PiperSynthesizer(model_path, threads=threads.tts_threads, length_scale=config.length_scale)

@@ -247,9 +247,9 @@ class WhisperASR:
         """Load `config.model` (a preset name, folder or prepared hub id) via the model catalogue.
 
         Raises:
-            headstart.models.ModelNotPreparedError: a preset that is not prepared (names the command).
+            headstart.models.store.ModelNotPreparedError: a preset that is not prepared (names the command).
         """
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
 
         return cls(resolve_model(config.model), config, cpu_threads)
 

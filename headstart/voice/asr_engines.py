@@ -26,13 +26,13 @@ def load_asr(config: ASRConfig, cpu_threads: int, model_path: str | Path | None 
         model_path: the already resolved folder of `config.model` (None: resolve it here).
 
     Raises:
-        headstart.models.ModelNotPreparedError: a preset that is not prepared (names the command).
+        headstart.models.store.ModelNotPreparedError: a preset that is not prepared (names the command).
         FileNotFoundError: a folder that holds neither engine's files.
     """
     from headstart.voice.moonshine import MoonshineASR, is_moonshine_folder
 
     if model_path is None:
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
 
         model_path = resolve_model(config.model)
     if is_moonshine_folder(model_path):
@@ -47,9 +47,9 @@ def check_asr_folder(path: str | Path) -> None:
     model.bin, or a prepared Moonshine folder), checked before any model loads.
 
     Raises:
-        headstart.models.ModelError: it is neither (the message says what each engine needs).
+        headstart.models.store.ModelError: it is neither (the message says what each engine needs).
     """
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
     from headstart.voice.moonshine import is_moonshine_folder
 
     folder = Path(path)

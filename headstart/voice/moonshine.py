@@ -1,7 +1,7 @@
 """Moonshine base (English) with onnxruntime: one blocking call turns an utterance's audio into words.
 
-The model folder is what `headstart models prepare moonshine-base` makes (headstart/models.py,
-headstart/ort_convert.py): `encoder_model.onnx` (raw 16 kHz audio (1, num_samples) ->
+The model folder is what `headstart models prepare moonshine-base` makes (headstart/models/,
+headstart/models/ort_convert.py): `encoder_model.onnx` (raw 16 kHz audio (1, num_samples) ->
 `last_hidden_state` (1, frames, 416)), `decoder_model_merged.onnx` (one token at a time, with its
 self-attention KV cache and the cross-attention KV cache computed at the first step) and
 `tokenizer.bin` (the vocabulary: 32,000 entries, each a length byte and that many UTF-8 bytes,
@@ -199,9 +199,9 @@ class MoonshineASR:
         """Load `config.model` (a preset name or a folder) via the model catalogue.
 
         Raises:
-            headstart.models.ModelNotPreparedError: a preset that is not prepared (names the command).
+            headstart.models.store.ModelNotPreparedError: a preset that is not prepared (names the command).
         """
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
 
         return cls(resolve_model(config.model), config, cpu_threads)
 

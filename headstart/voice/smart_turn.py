@@ -71,9 +71,9 @@ class SmartTurn:
         """Load a preset name or a path via the model catalogue (never downloads).
 
         Raises:
-            headstart.models.ModelNotPreparedError: the preset is not prepared (the message names the command).
+            headstart.models.store.ModelNotPreparedError: the preset is not prepared (the message names the command).
         """
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
 
         return cls(resolve_model(model), threads=threads)
 

@@ -36,9 +36,9 @@ def default_silero_path() -> Path:
     """The Silero VAD v6 ONNX file bundled inside the installed faster-whisper package.
 
     Raises:
-        headstart.models.ModelError: if faster-whisper is missing or does not ship it.
+        headstart.models.store.ModelError: if faster-whisper is missing or does not ship it.
     """
-    from headstart.models import silero_vad_path
+    from headstart.models.store import silero_vad_path
 
     return silero_vad_path()
 

@@ -11,23 +11,23 @@ EndOfTurn), then for the reply ReplyStarted, TokenDelta..., ReplyAudioStart, Rep
 adds ReplyPaused / ReplyResumed, or ReplyInterrupted (then TurnCompleted with `interrupted=True`).
 Tokens and audio of an interrupted reply still queued are dropped, never delivered.
 
-Turn-taking (headstart/turntaking.py, a plain synchronous state machine on an injected clock): user
+Turn-taking (headstart/session/turntaking.py, a plain synchronous state machine on an injected clock): user
 listening / speaking, agent listening / thinking / speaking; barge-in pauses the reply at VAD speed,
 words interrupt it (the LLM stops, queued and in-flight audio is dropped, the client flushes, the
-history keeps only the heard text, by playback position), no words resume it. Echo (headstart/echo.py):
+history keeps only the heard text, by playback position), no words resume it. Echo (headstart/session/echo.py):
 the session's own voice coming back through a speaker starts no turn and no barge-in. The KV cache
 follows the history: the next prompt renders the heard text and the engine's prefill keeps only the
 longest common prefix of its cache and that prompt.
 
 The session routes; three handles per session do the work (docs/server.md "Who does what"): each
-`Reply` (headstart/reply.py) owns its LLM → TTS → paced-audio pipeline, and the session's `Replies`
-(headstart/replies.py) make them and hold the one that has the floor; the `HeadStart`
-(headstart/head_start.py) prefills the user's turn while they speak and may start a *held* reply that
+`Reply` (headstart/session/reply.py) owns its LLM → TTS → paced-audio pipeline, and the session's `Replies`
+(headstart/session/replies.py) make them and hold the one that has the floor; the `HeadStart`
+(headstart/session/head_start.py) prefills the user's turn while they speak and may start a *held* reply that
 the end of turn releases (a hit) or drops (`TurnCompleted.timeline.extra["preemptive"]`); the
-`EOUService` (headstart/eou_service.py) estimates whether the user's text reads complete, for the
-listener's endpointer and the head start. `Listening` (headstart/listening.py) runs the listener.
+`EOUService` (headstart/session/eou.py) estimates whether the user's text reads complete, for the
+listener's endpointer and the head start. `Listening` (headstart/session/listening.py) runs the listener.
 Sessions share the llm thread through `Components.llm_priority` (confirmed replies first); the chat is
-the session's `Conversation` (headstart/conversation.py: history, continuations).
+the session's `Conversation` (headstart/session/conversation.py: history, continuations).
 """
 
 from __future__ import annotations
@@ -37,10 +37,10 @@ import contextlib
 
 from headstart.audio import AudioFrame
 from headstart.clock import Clock, MonotonicClock
-from headstart.components import Components
-from headstart.conversation import Conversation, history_window
-from headstart.echo import EchoDetector, EchoGuard, normalized_xcorr_peak
-from headstart.eou_service import EOUService, fuses_reply_prefill
+from headstart.session.components import Components
+from headstart.session.conversation import Conversation, history_window
+from headstart.session.echo import EchoDetector, EchoGuard, normalized_xcorr_peak
+from headstart.session.eou import EOUService, fuses_reply_prefill
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
@@ -48,11 +48,11 @@ from headstart.events import (
     SpeechEnded,
     SpeechStarted,
 )
-from headstart.head_start import HeadStart
-from headstart.listening import Listening, default_listener
-from headstart.preemption import same_text
-from headstart.replies import FromReply, Replies
-from headstart.reply import (
+from headstart.session.head_start import HeadStart
+from headstart.session.listening import Listening, default_listener
+from headstart.session.preemption import same_text
+from headstart.session.replies import FromReply, Replies
+from headstart.session.reply import (
     Reply,
     ReplyAudio,
     ReplyAudioStart,
@@ -65,7 +65,7 @@ from headstart.reply import (
     heard_text,
 )
 from headstart.timeline import AudioClockMap, TurnTimeline
-from headstart.turntaking import (
+from headstart.session.turntaking import (
     FILLER_WORDS,
     Action,
     AgentState,

@@ -22,7 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, read_wav, write_wav
-from headstart.cli_options import (
+from headstart.cli.options import (
     add_head_start_argument,
     add_history_argument,
     add_llm_precision_arguments,
@@ -91,7 +91,7 @@ def load_turns(specs: list[str]) -> list[UserTurn]:
     Raises:
         FileNotFoundError, AudioError: a missing or unreadable file (the message names it).
     """
-    from headstart.bench import data
+    from headstart.corpus import recordings as data
 
     if not specs:
         rec = data.default_recording()
@@ -174,7 +174,7 @@ class Printer:
 
 async def run_conversation(components, turns: list[UserTurn], *, fast: bool, printer: Printer) -> list[TurnResult]:
     """Stream `turns` through one Session; returns one TurnResult per input file."""
-    from headstart.session import ReplyAudio, Session, TurnCompleted
+    from headstart.session.session import ReplyAudio, Session, TurnCompleted
 
     clock = MonotonicClock()
     session = Session(components, clock=clock)
@@ -313,8 +313,8 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
 
 
 def run_from_args(args: argparse.Namespace) -> int:
-    from headstart.models import ModelError
-    from headstart.session import Components
+    from headstart.models.store import ModelError
+    from headstart.session.session import Components
     from headstart.tts.base import TTSError
 
     printer = Printer(args.quiet)

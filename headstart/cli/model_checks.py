@@ -1,5 +1,5 @@
 """Checks of a prepared model that need a pipeline stage to run it (`headstart models prepare` passes
-`check_prepared` to `headstart.models.prepare`; models.py itself, a shared module, imports no stage).
+`check_prepared` to `headstart.models.prepare.prepare`; models.py itself, a shared module, imports no stage).
 """
 
 from __future__ import annotations
@@ -31,8 +31,8 @@ def check_transcripts(model_path: str | Path) -> str | None:
     Returns:
         None when the corpus WER is at most `CHECK_MAX_WER`, else what went wrong (the transcripts).
     """
-    from headstart.bench.data import recording
-    from headstart.bench.wer import corpus_word_error_rate
+    from headstart.corpus.recordings import recording
+    from headstart.corpus.wer import corpus_word_error_rate
     from headstart.voice.moonshine import MoonshineASR
 
     try:

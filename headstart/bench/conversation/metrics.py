@@ -26,7 +26,7 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from headstart.bench.conversation_client import Player, TurnRecord, replay
+from headstart.bench.conversation.client import Player, TurnRecord, replay
 
 FRAME_S = 0.02
 GAP_MIN_S = 0.04  # a playback gap shorter than two frames is delivery jitter, not an underrun
@@ -54,7 +54,7 @@ def _ms_to_s(value) -> float | None:
 def turn_figures(record: TurnRecord) -> dict:
     """The figures of one question-and-answer turn (see the module docstring); None where the event
     did not happen. `reply` is False when no reply started (nothing heard)."""
-    from headstart.bench.wer import word_error_rate
+    from headstart.corpus.wer import word_error_rate
 
     end = record.speech_end_at_s
     end_stream = record.speech_end_stream_s
@@ -214,7 +214,7 @@ def capacity(v2v_by_sessions: dict[int, list[float | None]], limit_s: float = V2
 
 def summarize_config(qa: list[dict], cutoffs: list[bool], bargeins: list[dict]) -> dict:
     """One configuration's JSON figures from its turn figures, pause verdicts and barge-in figures."""
-    from headstart.bench.wer import corpus_word_error_rate
+    from headstart.corpus.wer import corpus_word_error_rate
 
     def r(x: float | None) -> float | None:
         return None if x is None else round(x, 4)
@@ -274,7 +274,7 @@ def reply_audio(record: TurnRecord) -> tuple[np.ndarray, int, str] | None:
 def reply_wer(heard: list[dict]) -> float | None:
     """The corpus WER of the replies as heard: `heard` holds {"reply_text", "heard"} per reply (the
     text the LLM wrote, the ASR's transcript of its audio). None when there are none."""
-    from headstart.bench.wer import corpus_word_error_rate
+    from headstart.corpus.wer import corpus_word_error_rate
 
     pairs = [(h["reply_text"], h["heard"]) for h in heard if h.get("reply_text")]
     return corpus_word_error_rate(pairs) if pairs else None

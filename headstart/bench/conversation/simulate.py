@@ -200,7 +200,7 @@ _CLOSED = object()
 
 class MemoryWebSocket:
     """One end of an in-memory websocket: the subset of `websockets`' connection API that the harness's
-    client and `headstart.server` use (`send`, `recv`, `async for`, `close`, `request.path`). Messages
+    client and `headstart.server.server` use (`send`, `recv`, `async for`, `close`, `request.path`). Messages
     (str or bytes) arrive in order; after `close()` by either end both ends' iteration ends and `send`
     raises `websockets.exceptions.ConnectionClosedOK`."""
 
@@ -264,7 +264,7 @@ class InProcessServer:
     call opens one server connection (one Session) handled by the server's own websocket handler."""
 
     def __init__(self, components: Any, max_sessions: int, clock: SkipIdleClock) -> None:
-        from headstart.server import ServerConfig, VoiceServer
+        from headstart.server.server import ServerConfig, VoiceServer
 
         self.server = VoiceServer(components, ServerConfig(host="127.0.0.1", port=0, max_sessions=max_sessions),
                                   clock=clock)

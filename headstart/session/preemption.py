@@ -66,7 +66,7 @@ Decision = Preempt | CancelHeld | Release
 
 @dataclass(slots=True)
 class HeadStartStats:
-    """The head start's one record over a session (headstart/head_start.py): `hits` (held replies
+    """The head start's one record over a session (headstart/session/head_start.py): `hits` (held replies
     released), `misses` (held replies dropped), `wasted_tokens` (tokens generated for dropped replies;
     `HeadStart` adds them)."""
 

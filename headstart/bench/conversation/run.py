@@ -1,14 +1,14 @@
 """`headstart bench conversation`: voice-to-voice latency of whole conversations, every configuration side
 by side, measured as a user would meet it.
 
-For each configuration (`--configs`, headstart/bench/conversation_configs.py) a `headstart serve`
+For each configuration (`--configs`, headstart/bench/conversation/configs.py) a `headstart serve`
 server is started in this process on loopback (the models load once and are shared; each
 configuration gets its own server on a free port), or `--server ws://...` drives a running one. The
-client (headstart/bench/conversation_client.py) is a websocket client exactly like the page and the mic
+client (headstart/bench/conversation/client.py) is a websocket client exactly like the page and the mic
 app: real recordings as 20 ms PCM16 frames at real-time pace, then room-level noise; reply audio is
 played on a real-time player model that reports `playback.position`. Every event is stamped on one
 client clock; voice-to-voice runs from the recording's true end of speech (`speech_end_s` of the
-bench data) to the first reply audio byte received. Figures: headstart/bench/conversation_metrics.py.
+bench data) to the first reply audio byte received. Figures: headstart/bench/conversation/metrics.py.
 
 Turns: the packaged real recordings (or `--input-dir`), interleaved with everyday questions spoken by
 a TTS voice (`--synthetic espeak`, labelled synthetic in the records; `--synthetic none` leaves them out).
@@ -28,7 +28,7 @@ Between sessions the LLM's KV cache is cut back to the system prompt, so no conf
 prompt another one has already prefilled (the same recordings are asked in every configuration).
 `--simulate` runs the same client, server and sessions in this process on a virtual clock that skips
 idle time (waits for real-time audio and playback) while compute runs at its real cost
-(headstart/bench/conversation_simulate.py: the model and its limits); its output says so everywhere.
+(headstart/bench/conversation/simulate.py: the model and its limits); its output says so everywhere.
 
 After the run each qa reply's received audio is transcribed (`--reply-asr`, default whisper-tiny.en) and
 scored against the reply's text: `reply_wer`, the voice's intelligibility in the pipeline (the texts heard
@@ -55,9 +55,9 @@ from typing import Any, Callable
 
 import numpy as np
 
-from headstart.bench.conversation_client import TurnRecord, UserTurn, run_session
-from headstart.bench.conversation_configs import DEFAULT_CONFIGS, apply, effective, missing_switches, variants
-from headstart.bench.conversation_data import (
+from headstart.bench.conversation.client import TurnRecord, UserTurn, run_session
+from headstart.bench.conversation.configs import DEFAULT_CONFIGS, apply, effective, missing_switches, variants
+from headstart.bench.conversation.data import (
     EVERYDAY_QUESTIONS,
     interleave,
     load_user_turns,
@@ -65,7 +65,7 @@ from headstart.bench.conversation_data import (
     room_rms,
     synthetic_turns,
 )
-from headstart.bench.conversation_metrics import (
+from headstart.bench.conversation.metrics import (
     TABLE_METRICS,
     V2V_CAPACITY_P90_S,
     bargein_figures,
@@ -112,11 +112,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "starting one; its configuration is its own (reported as 'server')")
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
-    from headstart.cli_options import add_llm_precision_arguments, add_tts_argument
+    from headstart.cli.options import add_llm_precision_arguments, add_tts_argument
 
     add_tts_argument(parser)
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.cli_options import add_history_argument
+    from headstart.cli.options import add_history_argument
 
     add_history_argument(parser)
     add_llm_precision_arguments(parser)
@@ -142,7 +142,7 @@ class ServerThread:
     port: the client's loop and timestamps stay apart from the server's."""
 
     def __init__(self, components: Any, max_sessions: int) -> None:
-        from headstart.server import ServerConfig, VoiceServer
+        from headstart.server.server import ServerConfig, VoiceServer
 
         self.server = VoiceServer(components, ServerConfig(host="127.0.0.1", port=0, max_sessions=max_sessions))
         self.loop = asyncio.new_event_loop()
@@ -177,7 +177,7 @@ def components_for(components: Any, config: Any, asr_by_model: dict[str, Any], l
     kept there for the next configuration; it shares the components' ASR executor.
 
     Raises:
-        headstart.models.ModelNotPreparedError: that ASR model is not prepared (names the command).
+        headstart.models.store.ModelNotPreparedError: that ASR model is not prepared (names the command).
     """
     if config.asr.model not in asr_by_model:
         from headstart.voice.asr_engines import load_asr
@@ -318,7 +318,7 @@ def replies_heard(records: list[TurnRecord], transcribe) -> list[dict]:
     and text (turns without are left out)."""
     import soxr
 
-    from headstart.bench.wer import word_error_rate
+    from headstart.corpus.wer import word_error_rate
 
     out = []
     window = int(ASR_WINDOW_S * ASR_RATE_HZ)
@@ -341,7 +341,7 @@ def hear_replies(runs: dict[str, ConfigRun], model: str, log) -> tuple[dict[str,
     folder, loaded after the run so it takes no CPU from it). Returns ({config: heard}, None), or ({},
     the reason) when the model is not prepared."""
     from headstart.config import ASRConfig
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
     from headstart.voice.asr import WhisperASR
 
     try:
@@ -473,12 +473,12 @@ def summarize(runs: dict[str, ConfigRun]) -> tuple[dict[str, dict], dict[str, li
 
 
 SIMULATED_LINE = ("SIMULATED (--simulate): in-process on a virtual clock, idle waits skipped, compute at its real "
-                  "cost; not a real-time measurement (see headstart/bench/conversation_simulate.py)")
+                  "cost; not a real-time measurement (see headstart/bench/conversation/simulate.py)")
 
 
 def run(args: argparse.Namespace, log=print) -> dict:
     """Run the benchmark; returns the JSON object. Raises ValueError for bad options."""
-    from headstart.cli_options import build_config
+    from headstart.cli.options import build_config
 
     scenarios = {s.strip() for s in args.scenarios.split(",") if s.strip()}
     unknown = scenarios - set(SCENARIOS)
@@ -531,7 +531,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     config_wall: dict[str, float] = {}  # the real time each configuration's scenarios took (no loading)
     try:
         if args.server is None:
-            from headstart.components import Components
+            from headstart.session.components import Components
 
             components = Components.load(base, log=log)
             asr = components.asr
@@ -553,7 +553,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
             config_components = None if components is None else components_for(components, config, asr_by_model, log)
             config_started = time.perf_counter()
             if simulate:
-                from headstart.bench.conversation_simulate import run_simulated
+                from headstart.bench.conversation.simulate import run_simulated
 
                 async def simulated(server, clock, name=name):
                     return await run_config(name, "memory:///ws", server.server.components, turns, pauses, barge,
@@ -591,7 +591,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     (out_dir / "records.json").write_text(json.dumps(records, ensure_ascii=False))
     plots = []
     if not args.no_plots:
-        from headstart.bench.conversation_plots import plot_v2v_distribution, plot_waterfall
+        from headstart.bench.conversation.plots import plot_v2v_distribution, plot_waterfall
 
         note = "SIMULATED (virtual clock)" if simulate else None
         plots.append(str(plot_waterfall(figures, out_dir / "waterfall.png", note=note)))
@@ -636,7 +636,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
         "config_wall_s": config_wall,
     }
     if simulate:
-        from headstart.bench.conversation_simulate import SIMULATION_MODEL
+        from headstart.bench.conversation.simulate import SIMULATION_MODEL
 
         out["simulation"] = {
             "model": SIMULATION_MODEL,
@@ -651,7 +651,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
 def run_from_args(args: argparse.Namespace) -> int:
     """Entry point of `headstart bench conversation`. 2: bad options or data; 1: a model is missing or
     no session could run (e.g. `--server` unreachable)."""
-    from headstart.models import ModelError
+    from headstart.models.store import ModelError
     from headstart.tts.base import TTSError
 
     log = (lambda *a, **k: None) if args.json else (lambda *a, **k: print(*a, **k, flush=True))

@@ -7,7 +7,9 @@ import argparse
 import importlib
 import sys
 
-# `headstart bench NAME`: modules in headstart/bench/ with add_arguments(parser) and run_from_args(args).
+# `headstart bench NAME`: modules in headstart/bench/ with add_arguments(parser) and run_from_args(args)
+# (`headstart.bench.NAME`, or the module named in BENCH_MODULES).
+BENCH_MODULES = {"conversation": "headstart.bench.conversation.run"}
 BENCHES = {
     "asr": "WER, partial latency, final and end-of-turn delay, false cut-offs, RTF of the listening stage",
     "llm": "TTFT cold vs incremental vs the head start (LiveTurn), decode tok/s per drafter, answer quality",
@@ -20,24 +22,24 @@ BENCHES = {
 
 
 def _models(args: argparse.Namespace) -> int:
-    from headstart import models
+    from headstart.models import catalog, prepare, store
 
     if args.action == "list":
         from rich.console import Console
         from rich.table import Table
 
-        defaults = models.default_presets()
+        defaults = catalog.default_presets()
         table = Table("name", "role", "state", "default", "what it is")
-        for preset in models.PRESETS.values():
+        for preset in catalog.PRESETS.values():
             table.add_row(
-                preset.name, preset.role, models.status(preset.name),
+                preset.name, preset.role, store.status(preset.name),
                 "yes" if defaults.get(preset.role) == preset.name else "", f"{preset.description} [{preset.license}]",
             )
         Console().print(table)
         for role, name in defaults.items():
-            if name not in models.PRESETS:
-                print(f"default {models.ROLE_NAMES.get(role, role)}: {name} (built into its package: nothing to prepare)")
-        print(f"cache: {models.cache_dir()}")
+            if name not in catalog.PRESETS:
+                print(f"default {catalog.ROLE_NAMES.get(role, role)}: {name} (built into its package: nothing to prepare)")
+        print(f"cache: {store.cache_dir()}")
         return 0
     if not args.names:
         print(f"headstart models {args.action}: name a model", file=sys.stderr)
@@ -45,12 +47,12 @@ def _models(args: argparse.Namespace) -> int:
     try:
         for name in args.names:
             if args.action == "prepare":
-                from headstart.model_checks import check_prepared
+                from headstart.cli.model_checks import check_prepared
 
-                models.prepare(name, force=args.force, check=check_prepared)
+                prepare.prepare(name, force=args.force, check=check_prepared)
             else:
-                print(models.resolve_model(name))
-    except models.ModelError as exc:
+                print(store.resolve_model(name))
+    except store.ModelError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
     return 0
@@ -66,19 +68,19 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--force", action="store_true", help="prepare again even if ready")
     m.set_defaults(func=_models)
 
-    from headstart import demo
+    from headstart.cli import demo
 
     d = sub.add_parser("demo", help="answer recorded utterances by voice, with a latency table")
     demo.add_arguments(d)
     d.set_defaults(func=demo.run_from_args)
 
-    from headstart import server
+    from headstart.server import server
 
     s = sub.add_parser("serve", help="serve the voice assistant over websockets (/ws) and the web page")
     server.add_arguments(s)
     s.set_defaults(func=server.run_from_args)
 
-    from headstart import mic
+    from headstart.mic import client as mic
 
     mc = sub.add_parser("mic", help="talk through this computer's microphone and speakers (--server URL or --local)")
     mic.add_arguments(mc)
@@ -103,7 +105,7 @@ def build_parser() -> argparse.ArgumentParser:
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
     benches = b.add_subparsers(dest="bench", required=True)
     for name, help_text in BENCHES.items():
-        module = importlib.import_module(f"headstart.bench.{name}")
+        module = importlib.import_module(BENCH_MODULES.get(name, f"headstart.bench.{name}"))
         p = benches.add_parser(name, help=help_text)
         module.add_arguments(p)
         p.set_defaults(func=module.run_from_args)

@@ -12,9 +12,9 @@ Audio: the microphone is opened at its device's native rate (many refuse 16 kHz)
 device's native rate. The sounddevice callback threads only hand audio over: capture frames go to the
 event loop with `loop.call_soon_threadsafe`; the output callback takes samples from `PlaybackBuffer`
 (a lock-guarded queue) and hands what it played back the same way (playback position, echo
-reference). Echo control: `headstart.mic_echo`.
+reference). Echo control: `headstart.mic.echo`.
 
-sounddevice (PortAudio) is imported lazily: `import headstart.mic` works without it.
+sounddevice (PortAudio) is imported lazily: `import headstart.mic.client` works without it.
 """
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ from typing import Callable
 import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, StreamResampler, float32_to_pcm16, pcm16_to_float32
-from headstart.mic_view import MicView
+from headstart.mic.view import MicView
 
 SEND_FRAME = SAMPLE_RATE_HZ // 50  # 20 ms frames to the server (640 bytes)
 POSITION_EVERY_S = 0.1  # playback.position cadence while playing
@@ -221,7 +221,7 @@ class MicClient:
         from websockets.asyncio.client import connect
         from websockets.exceptions import InvalidHandshake, InvalidURI
 
-        from headstart.mic_echo import make_echo_control
+        from headstart.mic.echo import make_echo_control
 
         loop = asyncio.get_running_loop()
         try:
@@ -342,7 +342,7 @@ class MicClient:
 
 def add_arguments(parser) -> None:
     from headstart.config import ASRConfig, LLMConfig, ThreadPlan
-    from headstart.cli_options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
+    from headstart.cli.options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
 
     where = parser.add_mutually_exclusive_group()
     where.add_argument("--server", help="websocket URL of a running `headstart serve`, e.g. ws://127.0.0.1:8765/ws")
@@ -357,7 +357,7 @@ def add_arguments(parser) -> None:
     parser.add_argument("--llm", default=LLMConfig().model, help="with --local: LLM preset, folder or hub id")
     add_tts_argument(parser, "with --local: ")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.cli_options import add_history_argument
+    from headstart.cli.options import add_history_argument
 
     add_history_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
@@ -448,10 +448,10 @@ async def _main(args) -> int:
     live = None
     try:
         if args.local:
-            from headstart.cli_options import build_config
-            from headstart.models import ModelError
-            from headstart.server import WS_PATH, ServerConfig, VoiceServer
-            from headstart.session import Components
+            from headstart.cli.options import build_config
+            from headstart.models.store import ModelError
+            from headstart.server.server import WS_PATH, ServerConfig, VoiceServer
+            from headstart.session.session import Components
             from headstart.tts.base import TTSError
 
             def log(message: str) -> None:

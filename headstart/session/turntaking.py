@@ -11,7 +11,7 @@
   listener's empty final transcript) resume it, and that utterance is no turn. While the reply's audio
   plays, `bargein_armed` asks the VAD for its quicker barge-in start (`VADConfig.bargein_min_speech_s`):
   a pause is cheap and reversible, so it need not wait for the confirmation a turn start needs.
-* Echo: a speech start the session judged to be its own voice (`headstart.echo`) starts no pause and
+* Echo: a speech start the session judged to be its own voice (`headstart.session.echo`) starts no pause and
   no turn; if that utterance later yields words that are not the reply's own words (the user talked
   over the echo), it is a barge-in after all.
 
@@ -137,7 +137,7 @@ class TurnTaking:
         echo_tail_s: a speech start this soon after the reply finished playing may still be its echo
             (the acoustic and buffering delay, the room's tail): the echo verdict still applies.
         bargein_after_s: `bargein_armed` waits until this much of the reply has played: the echo
-            detector (headstart/echo.py) recognises the session's own voice only once ~0.2 s of reply
+            detector (headstart/session/echo.py) recognises the session's own voice only once ~0.2 s of reply
             audio (40 % of its 0.5 s window) plus the acoustic delay lie in its window, and before that
             only the slower speech start gives it that audio.
         unreported_max_s: once the client has sent a playback report (in this session), the position

@@ -8,7 +8,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from headstart.config import PipelineConfig
-from headstart.llm_priority import LLMPriority
+from headstart.session.llm_lane import LLMPriority
 from headstart.seams import LLMBackend, Synthesizer, Transcriber
 
 
@@ -48,7 +48,7 @@ class Components:
     # speculative decoding is off where it failed (`speculative_off_reason` says why)
     llm_exactness: object | None = None
     speculative_off_reason: str | None = None
-    # LLM priority across sessions (headstart/llm_priority.py): confirmed replies first on the llm thread;
+    # LLM priority across sessions (headstart/session/llm_lane.py): confirmed replies first on the llm thread;
     # EOU estimates queued before them give way, and held replies of other sessions subscribe to it
     llm_priority: LLMPriority = field(default_factory=LLMPriority)
     _eou_models: dict = field(default_factory=dict, repr=False)
@@ -77,9 +77,9 @@ class Components:
 
     def eou_plan(self, config: PipelineConfig | None = None):
         """The EOU signal sessions on `config` (default: this one) use, resolved once into a frozen
-        `headstart.eou_service.EOUPlan` (model, and the thresholds its probabilities are read on);
+        `headstart.session.eou.EOUPlan` (model, and the thresholds its probabilities are read on);
         `load` resolves it for its config. Raises ValueError for an unknown `SessionConfig.eou`."""
-        from headstart.eou_service import resolve_eou
+        from headstart.session.eou import resolve_eou
 
         config = config or self.config
         key = ("plan", config.session.eou, config.endpoint)
@@ -93,15 +93,15 @@ class Components:
         """Load and warm up the ASR, LLM and TTS models named in `config`. Never downloads.
 
         Raises:
-            headstart.models.ModelNotPreparedError: models are not prepared (the message names every
+            headstart.models.store.ModelNotPreparedError: models are not prepared (the message names every
                 missing one and the one prepare command), before anything loads.
-            headstart.models.ModelError: an unknown model name (the message lists that role's presets).
+            headstart.models.store.ModelError: an unknown model name (the message lists that role's presets).
             ValueError, FileNotFoundError: a TTS engine that cannot load (`check_engine`), or an LLM
                 dtype and quantisation that cannot run on this machine (`resolve_precision`), before
                 anything loads.
         """
         from headstart.llm.engine import LLMEngine
-        from headstart.models import resolve_models
+        from headstart.models.store import resolve_models
         from headstart.tts.engines import check_engine, load_synthesizer, model_preset
         from headstart.voice.asr_engines import check_asr_folder, load_asr
 

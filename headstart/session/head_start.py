@@ -1,6 +1,6 @@
 """The head start of one session: the incremental-prefill turn, the held reply and their counters.
 
-`PreemptionPolicy` (headstart/preemption.py) decides; `HeadStart` executes: it owns the policy, the
+`PreemptionPolicy` (headstart/session/preemption.py) decides; `HeadStart` executes: it owns the policy, the
 user turn's `LiveTurn` (incremental prefill, headstart/llm/live.py), the held `Reply` and one
 `HeadStartStats`. The session routes the listener's events here and asks, at the end of turn, for the
 released reply or the LiveTurn to generate the confirmed one from.
@@ -30,7 +30,7 @@ from collections.abc import Callable
 
 from headstart.clock import Clock
 from headstart.config import EndpointConfig, SessionConfig
-from headstart.preemption import (
+from headstart.session.preemption import (
     CancelHeld,
     Decision,
     HeadStartStats,

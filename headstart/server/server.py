@@ -1,7 +1,7 @@
-"""`headstart serve`: the voice assistant over websockets (protocol: headstart/protocol.py, README).
+"""`headstart serve`: the voice assistant over websockets (protocol: headstart/server/protocol.py, README).
 
 One process loads the models once (`Components`) and shares them; each websocket connection on `/ws`
-gets its own `Session`. The same server answers `GET /healthz` and serves the files of headstart/web/.
+gets its own `Session`. The same server answers `GET /healthz` and serves the files of headstart/server/web/.
 
 Defences: binds 127.0.0.1 by default; browser origins must be allowed (default: localhost pages);
 optional bearer token (`Authorization: Bearer T` or `?token=T`, as browsers cannot set headers on a
@@ -30,7 +30,7 @@ from pathlib import Path
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, float32_to_pcm16
 from headstart.clock import Clock, MonotonicClock
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, TokenDelta
-from headstart.protocol import (
+from headstart.server.protocol import (
     INPUT_FORMAT,
     PROTOCOL_VERSION,
     ProtocolError,
@@ -41,7 +41,7 @@ from headstart.protocol import (
     server_event,
 )
 
-log = logging.getLogger("headstart.server")
+log = logging.getLogger("headstart.server.server")
 
 WS_PATH = "/ws"
 LOCAL_ORIGINS = re.compile(r"https?://(localhost|127\.0\.0\.1|\[::1\])(:\d{1,5})?")
@@ -102,7 +102,7 @@ class ServerConfig:
 
 
 def web_dir() -> Path:
-    """The folder of static files served at `/` (headstart/web)."""
+    """The folder of static files served at `/` (headstart/server/web)."""
     return Path(__file__).resolve().parent / "web"
 
 
@@ -128,7 +128,7 @@ class AudioRateLimit:
 
 
 class VoiceServer:
-    """The websocket server over shared `components` (a `headstart.session.Components`).
+    """The websocket server over shared `components` (a `headstart.session.session.Components`).
 
     Use: `await server.start()` (returns the bound port), ..., `await server.close()`.
     `listener`: each session's listener factory (`Session`'s `listener`; None: the default `Listener`
@@ -394,7 +394,7 @@ class _Connection:
         return False
 
     async def _start(self) -> None:
-        from headstart.session import Session
+        from headstart.session.session import Session
 
         c = self.server.config
         try:
@@ -511,7 +511,7 @@ class _Connection:
             await _cancel_task(closing)
 
     def _encode(self, event) -> list[str | bytes]:
-        from headstart.session import (
+        from headstart.session.session import (
             ReplyAudio,
             ReplyAudioStart,
             ReplyInterrupted,
@@ -629,11 +629,11 @@ def add_arguments(parser) -> None:
     parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id (server-side only)")
     parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id, or a serving engine: openai://HOST:PORT/MODEL (server-side only)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.cli_options import add_history_argument
+    from headstart.cli.options import add_history_argument
 
     add_history_argument(parser)
     parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    from headstart.cli_options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
+    from headstart.cli.options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
 
     add_tts_argument(parser, "server-side: ")
     add_llm_precision_arguments(parser)
@@ -644,9 +644,9 @@ def run_from_args(args) -> int:
     import os
     import sys
 
-    from headstart.cli_options import build_config
-    from headstart.models import ModelError
-    from headstart.session import Components
+    from headstart.cli.options import build_config
+    from headstart.models.store import ModelError
+    from headstart.session.session import Components
     from headstart.tts.base import TTSError
 
     token = args.token if args.token is not None else os.environ.get("HEADSTART_TOKEN")

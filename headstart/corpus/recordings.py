@@ -7,7 +7,7 @@ whisper word timestamps; ``data/README.md`` says how). The demo, the tests and t
 the recordings from here; nothing is recomputed at run time.
 
 Example:
-    >>> from headstart.bench.data import default_recording, recording
+    >>> from headstart.corpus.recordings import default_recording, recording
     >>> rec = recording("librivox-0880")
     >>> rec.speech_end_s <= rec.duration_s
     True
@@ -43,7 +43,7 @@ class Recording:
         name: file stem, e.g. ``"librivox-0880"`` (unique in the set).
         path: absolute path of the WAV file (16 kHz mono PCM16).
         text: reference transcript as distributed (may carry punctuation, digits or "..."; normalise
-            with ``headstart.bench.wer.normalize_text`` before scoring).
+            with ``headstart.corpus.wer.normalize_text`` before scoring).
         sample_rate: Hz (16000 for every file).
         duration_s: length of the file in seconds.
         speech_start_s: start of the first speech (s from the file start).
@@ -82,7 +82,7 @@ class Recording:
 
 def speech_dir() -> Path:
     """Folder of the packaged recordings (with ``transcripts.tsv`` and the README)."""
-    return Path(str(resources.files("headstart.bench").joinpath("data", _SPEECH_DIR)))
+    return Path(str(resources.files("headstart.corpus").joinpath(_SPEECH_DIR)))
 
 
 @functools.cache

@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from headstart.bench.conversation_client import SR, UserTurn
+from headstart.bench.conversation.client import SR, UserTurn
 
 # Packaged recordings asked first (requests and questions a user might say; then the rest in index order).
 PREFERRED = ("goforward", "vm-changeto", "librivox-0880", "tt-somethingwrong", "cards_005", "demo-nomatch",

@@ -26,11 +26,11 @@ from dataclasses import dataclass
 
 from headstart.audio import AudioFrame
 from headstart.clock import Clock
-from headstart.conversation import Conversation
-from headstart.echo import EchoGuard, echo_text
-from headstart.reply import Reply, ReplyInterrupted, TurnCompleted
+from headstart.session.conversation import Conversation
+from headstart.session.echo import EchoGuard, echo_text
+from headstart.session.reply import Reply, ReplyInterrupted, TurnCompleted
 from headstart.timeline import TurnTimeline
-from headstart.turntaking import Action, AgentState, Interrupt, Pause, Resume, TurnTaking
+from headstart.session.turntaking import Action, AgentState, Interrupt, Pause, Resume, TurnTaking
 
 _reply_ids = itertools.count(1)
 

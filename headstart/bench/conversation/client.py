@@ -6,10 +6,10 @@ in a room, never digital zero) until the turn is over; meanwhile it plays the re
 a real-time player (`Player`) and reports `playback.position` every 100 ms, pausing on `reply.paused`
 and flushing on `reply.interrupted` as the clients do. Every received event, and every reply audio
 frame, is stamped on one client clock (`time.perf_counter`; with `--simulate` the virtual clock of
-headstart/bench/conversation_simulate.py) into the turn's `TurnRecord`; the true end
+headstart/bench/conversation/simulate.py) into the turn's `TurnRecord`; the true end
 of the user's speech is the send time of the frame holding the recording's `speech_end_s` (the earliest
 moment a server could know it). The metrics are computed from these records afterwards
-(headstart/bench/conversation_metrics.py), never here.
+(headstart/bench/conversation/metrics.py), never here.
 
 Modes of one turn:
   "qa"      wait until the reply is complete (`metrics.turn`) and has been played, then the next turn
@@ -236,7 +236,7 @@ async def run_session(
     `clock` stamps every event and paces the frames (with `asyncio.sleep`, on the loop's time: the
     two must agree; `--simulate` passes its virtual clock and runs on a loop whose time it is).
     `connect(url, **options)` opens the connection (default `websockets.asyncio.client.connect`;
-    `--simulate` passes an in-memory one, headstart/bench/conversation_simulate.py).
+    `--simulate` passes an in-memory one, headstart/bench/conversation/simulate.py).
 
     Returns one TurnRecord per turn, in order. Raises OSError / websockets errors when the server cannot
     be reached or refuses the connection (e.g. 503: too many sessions)."""

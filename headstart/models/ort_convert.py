@@ -13,7 +13,7 @@ initializers, and then quantises the MatMuls with
 quantised at run time). The steps are deterministic: the same input and library versions give the
 same bytes.
 
-Used only by `headstart models prepare moonshine-base` (headstart/models.py); nothing here runs at
+Used only by `headstart models prepare moonshine-base` (headstart/models/); nothing here runs at
 import or at load time.
 """
 

@@ -2,7 +2,7 @@
 
 Run with the project venv (needs the whisper tiny.en folder for the cross-check):
 
-    .venv/bin/python headstart/bench/data/make_speech_index.py [--whisper-model DIR] [--dry-run]
+    .venv/bin/python headstart/corpus/make_speech_index.py [--whisper-model DIR] [--dry-run]
 
 Method (README.md beside this file says the same):
 
@@ -201,7 +201,7 @@ def whisper_last_word_end(model, samples: np.ndarray) -> tuple[float | None, str
 
 def default_whisper_model() -> Path:
     try:
-        from headstart.models import resolve_model
+        from headstart.models.store import resolve_model
     except ImportError as exc:  # catalogue not there yet
         raise SystemExit(f"pass --whisper-model DIR (headstart.models unavailable: {exc})")
     return resolve_model("whisper-tiny.en")

@@ -1,0 +1,2 @@
+"""Models: the catalogue of presets (catalog), where prepared models are (store), and the one step that
+downloads (prepare)."""
