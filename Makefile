@@ -28,7 +28,7 @@ LLAMA_CPP_VERSION ?= 0.3.36
 WHEEL_CACHE ?= $(HOME)/.cache/headstart/wheels
 LLAMA_STAMP := $(VENV)/.llama-server-$(LLAMA_CPP_VERSION)-installed
 
-.PHONY: setup demo test test-quick models-demo models-test clean coqui-env test-coqui clean-coqui llama-server-env system-deps
+.PHONY: setup demo test test-quick test-unit lint models-demo models-test clean coqui-env test-coqui clean-coqui llama-server-env system-deps
 
 $(PY):
 	$(PYTHON) -m venv $(VENV)
@@ -59,11 +59,20 @@ SYSTEM_DEPS ?= system-deps
 system-deps:
 	bash scripts/system-deps.sh
 
-test: $(SYSTEM_DEPS) models-test $(COQUI_ENV) $(LLAMA_ENV)
+# The linter (ruff) and the type checker (mypy) over the package: both must be clean.
+lint: $(STAMP)
+	$(PY) -m ruff check headstart tests scripts
+	$(PY) -m mypy
+
+test: lint $(SYSTEM_DEPS) models-test $(COQUI_ENV) $(LLAMA_ENV)
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-test-quick: $(SYSTEM_DEPS) models-test
+test-quick: lint $(SYSTEM_DEPS) models-test
 	$(PY) -m pytest -m "not slow" $(PYTEST_ARGS)
+
+# No models, no system packages: what a bare clone can run (the tests marked `models` or `slow` are left out).
+test-unit: lint
+	$(PY) -m pytest -m "not models and not slow" $(PYTEST_ARGS)
 
 clean:
 	rm -rf $(VENV) build *.egg-info
