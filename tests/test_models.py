@@ -225,7 +225,7 @@ def test_the_prepare_hint_names_the_command_as_the_user_ran_it(tmp_path, monkeyp
     monkeypatch.setenv("PATH", str(script.parent))
     script.chmod(0o755)
     assert store.invoked_command(str(script), cwd=tmp_path) == "headstart"
-    main = Path(store.__file__).parent / "__main__.py"
+    main = Path(store.__file__).parents[1] / "__main__.py"
     assert store.invoked_command(str(main)).endswith(" -m headstart")
     assert store.invoked_command("/usr/bin/pytest") == "headstart"
     monkeypatch.setattr(store.sys, "argv", [str(script)])
