@@ -136,7 +136,9 @@ def test_live_turn_reply_after_the_partials_is_the_fresh_reply(engine, llm_pool,
     expected = asyncio.run(fresh())
     events, stats, prefilled = asyncio.run(live())
     assert events == expected
-    assert isinstance(events[-1], ReplyDone) and "Paris" in events[-1].text
+    assert isinstance(events[-1], ReplyDone)
+    if not sampling:  # greedy knows the fact; what a sampled reply says depends on the CPU's kernels
+        assert "Paris" in events[-1].text
     assert stats.num_prompt_tokens - prefilled <= 8  # only the tail was left for the reply
 
 
