@@ -17,7 +17,14 @@ event loop and put their own work on the executor they are given.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -122,7 +129,10 @@ class LLMReplyStream(Protocol):
     """One reply being generated: iterate it once for `TokenDelta`s then exactly one `ReplyDone`
     (or the error that stopped the model); `cancel()` stops it out of band (idempotent)."""
 
-    stats: LLMStats
+    @property
+    def stats(self) -> LLMStats:
+        """Its clock readings, written as it generates."""
+        ...
 
     def cancel(self) -> None: ...
 

@@ -40,7 +40,13 @@ from typing import TYPE_CHECKING, Protocol, cast
 import numpy as np
 
 from headstart.config import EndpointConfig, PipelineConfig
-from headstart.seams import AcousticEOUModel, EOUModel, EOUScorer, PromptRenderer, ReplyPrefillEOUModel
+from headstart.seams import (
+    AcousticEOUModel,
+    EOUModel,
+    EOUScorer,
+    PromptRenderer,
+    ReplyPrefillEOUModel,
+)
 from headstart.session.llm_lane import LLMPriority
 
 if TYPE_CHECKING:
@@ -249,12 +255,15 @@ class EOUService:
 
     def estimate(self, text: str) -> asyncio.Future:
         """The estimate of `text` in this utterance: submitted to the llm thread now (so it runs before
-        speculative work submitted after it), shared by everyone who asks for the same text."""
+        speculative work submitted after it), shared by everyone who asks for the same text.
+        RuntimeError without a model (the plan has none)."""
         key = "".join(text.split())  # as the head start compares texts (preemption.same_text)
         future = self._cache.get(key)
         if future is not None:
             return future
         model, llm, priority, stats = self.model, self.llm, self.priority, self.stats
+        if model is None:
+            raise RuntimeError("this session's EOU plan has no model to estimate with")
         messages, epoch, fuse = self.messages(), self.epoch, self.fuse_reply_prefill
 
         def job() -> float | None:

@@ -94,7 +94,11 @@ __all__ = [
 # What a session's iteration yields: the listener's events, each reply's, and the turn's end.
 SessionEvent = ListenerEvent | ReplyEvent | ReplyInterrupted | TurnCompleted
 
-_END = object()
+class _End:
+    """The end of the session's event stream (queued when its input ended or it closed)."""
+
+
+_END = _End()
 _FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionConfig.eou names
 
 
@@ -142,7 +146,7 @@ class Session:
         self._clock: Clock = clock or MonotonicClock()
         self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
-        self._out: asyncio.Queue[object] = asyncio.Queue()
+        self._out: asyncio.Queue[SessionEvent | FromReply | Exception | _End] = asyncio.Queue()
         self.conversation = Conversation(self._config.llm.system_prompt, history_window(components.llm, self._config.llm))
         self.replies = Replies(
             components, self._clock, self.turns, self._echo, self.conversation, self._out.put_nowait, owner=self,
@@ -341,7 +345,7 @@ class Session:
     async def __anext__(self) -> SessionEvent:
         while True:
             item = await self._out.get()
-            if item is _END:
+            if isinstance(item, _End):
                 self._out.put_nowait(_END)
                 raise StopAsyncIteration
             if isinstance(item, BaseException):
