@@ -1,28 +1,48 @@
-"""The typed seams between the session and its stages: what `Components.asr`, `.llm` and `.tts` must
-offer. A shared module (no stage imports): voice/, llm/ and tts/ implement these protocols, session.py
-and reply.py call them, and test fakes implement them whole.
+"""The typed seams between the session and its stages: what `Components.asr`, `.llm`, `.tts` and the
+end-of-turn models must offer, and the listener the session feeds. A shared module (no stage imports):
+voice/, llm/ and tts/ implement these protocols, session/ calls them, and test fakes implement them whole.
 
-    Transcriber    voice/asr.py WhisperASR, voice/moonshine.py MoonshineASR
-    Synthesizer    tts/piper.py, hibari.py, espeak.py, coqui.py
-    LLMBackend     llm/engine.py LLMEngine (local), llm/remote.py RemoteLLM (an OpenAI-compatible engine)
+    Transcriber       voice/asr.py WhisperASR, voice/moonshine.py MoonshineASR
+    Synthesizer       tts/piper.py, hibari.py, espeak.py, coqui.py
+    LLMBackend        llm/local.py LocalLLM (an in-process LLMEngine), llm/remote.py RemoteLLM (an
+                      OpenAI-compatible engine)
+    EOUModel          llm/eou.py EOUEstimator, llm/eou_head.py EOUHead (text: is the user's turn complete)
+    AcousticEOUModel  voice/smart_turn.py SmartTurn (audio: is the user's turn complete)
+    SpeechListener    voice/listener.py Listener (VAD, ASR and endpointer over the user's audio)
 
-Blocking methods (`transcribe`, `synthesize`) run on the component's single-thread executor only;
-`LLMBackend.reply_stream` and `live_turn` are called on the event loop and put their own work on the
-executor they are given.
+Blocking methods (`transcribe`, `synthesize`, `probability`, `completion_probability`) run on the
+component's single-thread executor only; `LLMBackend.reply_stream` and `live_turn` are called on the
+event loop and put their own work on the executor they are given.
 """
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator, Mapping, Sequence
+from collections.abc import (
+    AsyncIterator,
+    Awaitable,
+    Callable,
+    Iterator,
+    Mapping,
+    Sequence,
+)
 from concurrent.futures import Executor
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
+from headstart.audio import AudioFrame
 from headstart.clock import Clock
 from headstart.config import LLMConfig
-from headstart.events import ReplyDone, TokenDelta
+from headstart.events import (
+    EndOfTurn,
+    FinalTranscript,
+    PartialTranscript,
+    ReplyDone,
+    SpeechEnded,
+    SpeechStarted,
+    TokenDelta,
+)
 
 Messages = Sequence[Mapping[str, str]]  # chat messages: {"role": ..., "content": ...}
 
@@ -109,7 +129,10 @@ class LLMReplyStream(Protocol):
     """One reply being generated: iterate it once for `TokenDelta`s then exactly one `ReplyDone`
     (or the error that stopped the model); `cancel()` stops it out of band (idempotent)."""
 
-    stats: LLMStats
+    @property
+    def stats(self) -> LLMStats:
+        """Its clock readings, written as it generates."""
+        ...
 
     def cancel(self) -> None: ...
 
@@ -134,22 +157,23 @@ class LLMTurn(Protocol):
 @runtime_checkable
 class LLMBackend(Protocol):
     """A chat LLM the session can ask: a reply to a chat, or a turn opened before the user's text is
-    final (incremental prefill). Both start inside a running event loop.
-
-    Attributes:
-        max_positions: the context length in tokens, or None when unknown (a remote engine).
+    final (incremental prefill). Both start inside a running event loop. The backend decodes as the
+    `config` passed in says: a speculative decoder it holds is used unless `config.speculative` is
+    "none" (a session's plain baseline); a backend without one ignores the setting.
     """
 
-    max_positions: int | None
+    @property
+    def max_positions(self) -> int | None:
+        """The context length in tokens, or None when unknown (a remote engine)."""
+        ...
 
     def reply_stream(self, messages: Messages, config: LLMConfig, executor: Executor,
-                     clock: Clock | None = None, *, decoder: Any = None) -> LLMReplyStream:
-        """Start the reply to `messages` (system prompt put first when missing) now. `decoder`: the
-        process's speculative decoder (llm/speculative.py) or None; a backend may ignore it."""
+                     clock: Clock | None = None) -> LLMReplyStream:
+        """Start the reply to `messages` (system prompt put first when missing) now."""
         ...
 
     def live_turn(self, messages_before: Messages, config: LLMConfig, executor: Executor,
-                  clock: Clock | None = None, *, decoder: Any = None) -> LLMTurn:
+                  clock: Clock | None = None) -> LLMTurn:
         """Open a user turn on the chat `messages_before`."""
         ...
 
@@ -158,3 +182,107 @@ class LLMBackend(Protocol):
         ...
 
     def warm_up(self) -> None: ...
+
+
+class PromptRenderer(Protocol):
+    """What renders a chat into the local LLM's prompt token ids (llm/engine.py `LLMEngine`)."""
+
+    def render_prompt(self, messages: Messages) -> list[int]:
+        """Token ids of `messages` in the chat template, the assistant header last."""
+        ...
+
+
+class EOUModel(Protocol):
+    """A text end-of-utterance (EOU) model: how likely the user's turn is complete after a text
+    (llm/eou.py `EOUEstimator`: the chat model's end-of-turn token; llm/eou_head.py `EOUHead`: a
+    trained head). Runs on the local LLM's KV cache: call it on the "llm" executor only."""
+
+    def probability(self, messages_before: Messages, text: str) -> float:
+        """P(the turn is complete) in [0, 1] of `text` as the user's message after `messages_before`
+        (system message and history). Empty text gives 0.0."""
+        ...
+
+
+class ReplyPrefillEOUModel(EOUModel, Protocol):
+    """An EOU model whose forward can run on through the reply prompt (llm/eou_head.py `EOUHead`), so
+    a reply to the text starts without a prefill of its own."""
+
+    def probability(self, messages_before: Messages, text: str,
+                    reply_ids: Sequence[int] | None = None) -> float:
+        """As `EOUModel.probability`; `reply_ids`: the whole reply prompt for `text`, prefilled in the
+        same forward where it extends the model's own prompt."""
+        ...
+
+
+class AcousticEOUModel(Protocol):
+    """An acoustic end-of-turn model (voice/smart_turn.py `SmartTurn`): scores the turn's audio, not
+    its words. Blocking: call it on its own executor (`Components.acoustic_executor`)."""
+
+    def completion_probability(self, samples: np.ndarray) -> float:
+        """P(the turn is complete) in [0, 1] of float32 mono 16 kHz `samples` (num_samples,), the end
+        of the user's audio so far."""
+        ...
+
+
+# What the listener emits, in order per utterance (voice/listener.py `Listener`).
+ListenerEvent = SpeechStarted | SpeechEnded | PartialTranscript | FinalTranscript | EndOfTurn
+# `async (text) -> P(turn complete) or None (unknown)`: the listener's endpointer asks it (session/eou.py).
+EOUScorer = Callable[[str], Awaitable[float | None]]
+# `async (float32 16 kHz samples (num_samples,)) -> P(turn complete) or None`: the acoustic one.
+AcousticScorer = Callable[[np.ndarray], Awaitable[float | None]]
+
+
+class SpeechListener(Protocol):
+    """The session's listener (voice/listener.py `Listener`): VAD, streaming ASR and the endpointer over
+    the user's audio. Iterate it once for its events (`ListenerEvent`); it ends after `end_input`.
+
+    Attributes:
+        bargein_armed: the VAD's quicker barge-in start rule applies (the session sets it while a
+            reply plays, before each push).
+    """
+
+    bargein_armed: bool
+
+    @property
+    def silence_pending(self) -> bool:
+        """The VAD hears silence after speech that it has not confirmed as the speech's end yet."""
+        ...
+
+    @property
+    def pause_s(self) -> float | None:
+        """Seconds of that unconfirmed pause so far, None without one."""
+        ...
+
+    @property
+    def pause_heard(self) -> bool:
+        """During such a pause, the newest ASR pass heard the speech up to it (the latest partial would
+        be the final)."""
+        ...
+
+    @property
+    def in_speech(self) -> bool:
+        """The VAD is inside a speech segment (an unconfirmed pause included)."""
+        ...
+
+    @property
+    def expected_final_text(self) -> str:
+        """The text the final transcript would carry if the speech ended now ("": none)."""
+        ...
+
+    async def push(self, frame: AudioFrame) -> None:
+        """User audio (any rate or channel count)."""
+        ...
+
+    async def commit(self) -> None:
+        """End the utterance now (push-to-talk released): its final transcript and end of turn follow."""
+        ...
+
+    async def end_input(self) -> None:
+        """No more audio: the last events follow, then the iteration ends."""
+        ...
+
+    def __aiter__(self) -> AsyncIterator[ListenerEvent]: ...
+
+
+# `(eou_scorer, acoustic_scorer) -> listener`: how a session makes its listener (again after a clear).
+ListenerFactory = Callable[[EOUScorer | None, AcousticScorer | None], SpeechListener]

@@ -114,7 +114,7 @@ async def soak(args: argparse.Namespace) -> dict:
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(0.3)  # the history is written as the turn completes
                 metrics = [e for e in events if e["type"] == "metrics.turn"][done_before:]
-                prompt = components.llm.render_prompt(session.conversation.messages())
+                prompt = components.local_engine.render_prompt(session.conversation.messages())
                 rows.append({
                     "turn": turn + 1, "recording": rec.name, "answered": bool(metrics), "committed": committed,
                     "errors": [e["code"] for e in events if e["type"] == "error"][errors_before:],

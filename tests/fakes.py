@@ -118,30 +118,37 @@ class ScriptedTurn:
 class ScriptedLLM:
     """An `LLMBackend` with no model: `answers` maps a user text to the reply text (`default` for any
     other); every reply waits for `gate` (set it when the first token should come). It records
-    the chats it was asked to answer (`asked`) and the turns it opened (`turns`)."""
+    the chats it was asked to answer (`asked`) and the turns it opened (`turns`). `decoder`: what it
+    decodes with unless the config a call passes says `speculative="none"`, as llm/local.py `LocalLLM`
+    does (`decoders` records the one each call used)."""
 
     max_positions = None
 
-    def __init__(self, clock, answers: dict[str, str] | None = None, default: str = "I do not know.") -> None:
+    def __init__(self, clock, answers: dict[str, str] | None = None, default: str = "I do not know.",
+                 decoder: object | None = None) -> None:
         self.clock = clock
         self.answers = answers or {}
         self.default = default
+        self.decoder = decoder
         self.gate = asyncio.Event()
         self.asked: list[list[dict[str, str]]] = []
         self.turns: list[ScriptedTurn] = []
-        self.decoders: list[object] = []  # the decoder each reply_stream / live_turn call was given
+        self.decoders: list[object] = []  # the decoder each reply_stream / live_turn call decoded with
 
     def answer(self, messages) -> ScriptedReplyStream:
         self.asked.append([dict(m) for m in messages])
         text = self.answers.get(messages[-1]["content"], self.default)
         return ScriptedReplyStream(text, self.gate, self.clock)
 
-    def reply_stream(self, messages, config, executor, clock=None, *, decoder=None) -> ScriptedReplyStream:
-        self.decoders.append(decoder)
+    def decoder_for(self, config) -> object | None:
+        return None if config.speculative == "none" else self.decoder
+
+    def reply_stream(self, messages, config, executor, clock=None) -> ScriptedReplyStream:
+        self.decoders.append(self.decoder_for(config))
         return self.answer(messages)
 
-    def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None) -> ScriptedTurn:
-        self.decoders.append(decoder)
+    def live_turn(self, messages_before, config, executor, clock=None) -> ScriptedTurn:
+        self.decoders.append(self.decoder_for(config))
         self.turns.append(ScriptedTurn(self, messages_before))
         return self.turns[-1]
 

@@ -138,10 +138,10 @@ def test_session_messages_are_bounded_when_configured():
         def count_tokens(self, text: str) -> int:
             return approx_token_count(text)
 
-        def reply_stream(self, messages, config, executor, clock=None, *, decoder=None):
+        def reply_stream(self, messages, config, executor, clock=None):
             raise AssertionError("no reply in this test")
 
-        def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None):
+        def live_turn(self, messages_before, config, executor, clock=None):
             raise AssertionError("no turn in this test")
 
         def warm_up(self) -> None:

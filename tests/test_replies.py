@@ -42,10 +42,10 @@ class Rig:
                  realtime: bool = False, speculative: str = "none") -> None:
         config = replace(PipelineConfig(), llm=replace(LLMConfig(), speculative=speculative))
         self.clock = clock
-        self.llm = ScriptedLLM(clock, ANSWERS)
+        self.llm = ScriptedLLM(clock, ANSWERS, decoder="the decoder")
         self.llm.gate.set()
         self.components = Components(config=config, asr=None, llm=self.llm, tts=ScriptedTTS(0.25),
-                                     tts_executor=InlineExecutor(), decoder="the decoder")
+                                     tts_executor=InlineExecutor())
         self.turns = TurnTaking(clock, realtime_playback=realtime)
         self.conversation = Conversation("Be brief.")
         self.out: list[object] = []

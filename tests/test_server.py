@@ -50,10 +50,10 @@ class _NoLLM:
 
     max_positions = None
 
-    def reply_stream(self, messages, config, executor, clock=None, *, decoder=None):
+    def reply_stream(self, messages, config, executor, clock=None):
         raise AssertionError("no reply in these tests")
 
-    def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None) -> _NoTurn:
+    def live_turn(self, messages_before, config, executor, clock=None) -> _NoTurn:
         return _NoTurn()
 
     def count_tokens(self, text: str) -> int:

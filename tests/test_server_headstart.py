@@ -84,13 +84,17 @@ def test_preemptive_hit_is_released_at_the_end_of_turn(components):
         finally:
             await server.close()
 
-    generated_before = components.decoder.stats.generated_tokens
+    from headstart.llm.local import LocalLLM
+
+    assert isinstance(components.llm, LocalLLM)
+    decoder = components.llm.decoder
+    generated_before = decoder.stats.generated_tokens
     client, before = asyncio.run(main())
     # the replies go through the process's speculative decoder (LLMConfig.speculative: prompt lookup)
     from headstart.llm.speculative import PromptLookupDrafter
 
-    assert isinstance(components.decoder.drafter, PromptLookupDrafter)
-    assert components.decoder.stats.generated_tokens > generated_before
+    assert isinstance(decoder.drafter, PromptLookupDrafter)
+    assert decoder.stats.generated_tokens > generated_before
     held_kinds = [item for item in before if item[0] == "audio" or item[1].startswith("reply.")]
     assert held_kinds == [], f"a held reply leaked before the end of turn: {held_kinds}"
     kinds = [e["type"] for e in client.events]
@@ -190,7 +194,7 @@ def test_a_listening_session_prefills_the_chat_before_the_user_speaks(components
     the head start off nothing is computed ahead."""
     from headstart.session.session import Session
 
-    engine = components.llm
+    engine = components.local_engine
     chat = [{"role": "system", "content": components.config.llm.system_prompt}]
     expected = engine.render_prompt([*chat, {"role": "user", "content": ""}], add_generation_prompt=False)
     header = engine.render_prompt([*chat, {"role": "user", "content": "Hi"}], add_generation_prompt=False)

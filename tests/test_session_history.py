@@ -29,10 +29,12 @@ def components():
     base = PipelineConfig()
     config = replace(base, llm=replace(base.llm, model="smollm2-135m", dtype="float32", max_new_tokens=16))
     components = Components.load(config)
-    real = components.llm.max_positions
-    components.llm.max_positions = CONTEXT
+    engine = components.local_engine  # the LocalLLM's context is its engine's
+    real = engine.max_positions
+    engine.max_positions = CONTEXT
+    assert components.llm.max_positions == CONTEXT
     yield components
-    components.llm.max_positions = real
+    engine.max_positions = real
     components.close()
 
 
@@ -83,9 +85,9 @@ def test_a_history_longer_than_the_context_is_bounded_by_default_and_the_session
         session = Session(components)
         session.history = long_history()
         chat = [{"role": "system", "content": components.config.llm.system_prompt}, *session.history]
-        assert len(components.llm.render_prompt(chat)) > CONTEXT  # the whole history would not fit
+        assert len(components.local_engine.render_prompt(chat)) > CONTEXT  # the whole history would not fit
         result = await spoken_turn(session)
-        prompt = components.llm.render_prompt(session.conversation.messages())  # the next turn's prompt
+        prompt = components.local_engine.render_prompt(session.conversation.messages())  # the next turn's prompt
         return result, len(prompt), len(session.history)
 
     (events, errors, push_errors), prompt_len, history_len = asyncio.run(main())

@@ -66,11 +66,11 @@ class FakeEngine:
     def render_prompt(self, messages, add_generation_prompt=True):
         return [1, 2, 3]
 
-    def reply_stream(self, messages, config, executor, clock=None, *, decoder=None):
+    def reply_stream(self, messages, config, executor, clock=None):
         return _Stream()
 
-    def live_turn(self, messages_before, config, executor, clock=None, *, decoder=None):
-        return RecordingLiveTurn(self, messages_before, config, executor, clock, decoder=decoder)
+    def live_turn(self, messages_before, config, executor, clock=None):
+        return RecordingLiveTurn(self, messages_before, config, executor, clock)
 
     def count_tokens(self, text: str) -> int:
         return len(text.split())
@@ -146,15 +146,16 @@ def test_demo_flags_map_to_the_switches():
 
 
 def test_a_session_decodes_with_the_process_decoder_unless_its_config_says_none():
-    """Components.decoder (LLMConfig.speculative) serves every session whose config asks for speculative
-    decoding; a configuration with speculative="none" (the harness's baseline) decodes plainly."""
+    """The backend's decoder (LLMConfig.speculative) serves every session whose config asks for speculative
+    decoding; a configuration with speculative="none" (the harness's baseline) decodes plainly: the
+    session passes its own LLMConfig and the backend decides (llm/local.py `LocalLLM.decoder_for`)."""
     from headstart.session.session import Session
 
     base = PipelineConfig()
     marker = object()
     clock = FakeClock()
-    llm = ScriptedLLM(clock)
-    components = Components(config=base, asr=None, llm=llm, tts=None, decoder=marker)
+    llm = ScriptedLLM(clock, decoder=marker)
+    components = Components(config=base, asr=None, llm=llm, tts=None)
     plain = replace(components, config=replace(base, llm=replace(base.llm, speculative="none")))
 
     async def main():

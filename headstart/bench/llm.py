@@ -120,8 +120,9 @@ async def _head_start_ttft(engine, history, config, executor) -> tuple[float, st
     awaited: partials come ~0.4 s apart and a few words prefill faster), then `reply(final)`. Returns
     (request to first token in seconds, the first token's text)."""
     from headstart.events import TokenDelta
+    from headstart.llm.live import LiveTurn
 
-    turn = engine.live_turn(history, config, executor)
+    turn = LiveTurn(engine, history, config, executor)
     for text in ["", *_partials(FINAL_USER_TEXT)]:
         turn.update(text)
         await turn.wait_idle()

@@ -6,7 +6,8 @@ tokens it was not computed from (`generate(ids, cache=c)` in transformers silent
 tokens as `c` holds; design.md §3). `generate` is a generator in the style of nanochat's engine: it
 yields one token at a time, and stopping is simply not asking for the next one.
 
-Not thread-safe: use one engine from one thread (the "llm" executor, see stream.py).
+Not thread-safe: use one engine from one thread (the "llm" executor, see stream.py). The session reaches
+it through llm/local.py `LocalLLM`, which builds the reply streams and user turns on top of it.
 """
 
 from __future__ import annotations
@@ -27,13 +28,7 @@ from headstart.llm.precision import (
 from headstart.llm.sampling import Sampler, Sampling
 
 if TYPE_CHECKING:
-    from concurrent.futures import Executor
-
     import torch
-
-    from headstart.clock import Clock
-    from headstart.llm.live import LiveTurn
-    from headstart.llm.stream import ReplyStream
 
 __all__ = ["LLMEngine", "LLMError", "common_prefix_len", "prepare_model", "quantize_model", "resolve_dtype",
            "resolve_quantize"]
@@ -359,22 +354,7 @@ class LLMEngine:
             rendered = rendered["input_ids"]
         return [int(t) for t in rendered]
 
-    # -- the session's interface (headstart/seams.py LLMBackend) -------------------------------------
-
-    def reply_stream(self, messages: Sequence[Mapping[str, str]], config: LLMConfig, executor: Executor,
-                     clock: Clock | None = None, *, decoder: Any = None) -> ReplyStream:
-        """Start generating the reply to `messages` on `executor` (the "llm" thread) now, inside a
-        running event loop: `headstart.llm.stream.ReplyStream`; `decoder`: speculative decoding."""
-        from headstart.llm.stream import ReplyStream
-
-        return ReplyStream(self, messages, config, executor, clock, decoder=decoder)
-
-    def live_turn(self, messages_before: Sequence[Mapping[str, str]], config: LLMConfig, executor: Executor,
-                  clock: Clock | None = None, *, decoder: Any = None) -> LiveTurn:
-        """A user turn on the chat `messages_before` (incremental prefill): `headstart.llm.live.LiveTurn`."""
-        from headstart.llm.live import LiveTurn
-
-        return LiveTurn(self, messages_before, config, executor, clock, decoder=decoder)
+    # -- tokenizer and start-up (llm/local.py LocalLLM offers them to the session) ----------------------
 
     def count_tokens(self, text: str) -> int:
         """Tokens of `text` in this model's tokenizer (no special tokens)."""

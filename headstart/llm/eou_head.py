@@ -26,11 +26,14 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from headstart.llm.eou import EOUEstimator, EOUResult
+
+if TYPE_CHECKING:
+    from headstart.llm.engine import LLMEngine
 
 __all__ = [
     "EOUHead", "EOUHeadWeights", "HEADS_DIR", "HeadFeatures", "load_weights", "weights_path",
@@ -163,7 +166,7 @@ class EOUHead:
             read, or the chat template puts no end-of-turn token after a user message.
     """
 
-    def __init__(self, engine: Any, weights: EOUHeadWeights, strip_punctuation: bool = True) -> None:
+    def __init__(self, engine: LLMEngine, weights: EOUHeadWeights, strip_punctuation: bool = True) -> None:
         self.engine = engine
         self.weights = weights
         self._token = EOUEstimator(engine, strip_punctuation=strip_punctuation)
@@ -177,7 +180,7 @@ class EOUHead:
         self.last_token_probability: float | None = None
 
     @classmethod
-    def load(cls, engine: Any, model: str) -> EOUHead:
+    def load(cls, engine: LLMEngine, model: str) -> EOUHead:
         """The head for LLM preset `model` (see `load_weights`) on `engine`."""
         return cls(engine, load_weights(model))
 

@@ -172,7 +172,7 @@ class ProposalHead:
         return path
 
 
-def load_head(path: str | Path, *, dtype: Any = None, device: str = "cpu") -> ProposalHead:
+def load_head(path: str | Path, *, dtype: torch.dtype | None = None, device: str = "cpu") -> ProposalHead:
     """Read a head written by `ProposalHead.save`. FileNotFoundError when missing (the message names the
     training command); ValueError for a file that is not a proposal head."""
     from safetensors import safe_open

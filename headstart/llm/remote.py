@@ -1,10 +1,10 @@
 """The LLM on an existing serving engine: the OpenAI-compatible streaming chat API (vLLM, SGLang,
 llama.cpp's server, llama-cpp-python's server, hosted endpoints), through the `openai` client.
 
-It plugs in where the local engine does (duck-typed): `RemoteLLM.reply_stream(...)` gives a
-`RemoteReplyStream` shaped like `headstart.llm.stream.ReplyStream` (async-iterate `TokenDelta`s then
-one `ReplyDone`, `LLMError` on failure, `cancel()` out of band, `stats`), and
-`RemoteLLM.live_turn(...)` a `RemoteTurn` shaped like `headstart.llm.live.LiveTurn`
+It plugs in where the local engine does (headstart/seams.py `LLMBackend`, as llm/local.py `LocalLLM`):
+`RemoteLLM.reply_stream(...)` gives a `RemoteReplyStream` shaped like `headstart.llm.stream.ReplyStream`
+(async-iterate `TokenDelta`s then one `ReplyDone`, `LLMError` on failure, `cancel()` out of band,
+`stats`), and `RemoteLLM.live_turn(...)` a `RemoteTurn` shaped like `headstart.llm.live.LiveTurn`
 (`update` / `reply` / `close`). The head start maps onto the engine like this:
 
 - partial transcripts -> warm-up requests (`max_tokens=1`, not streamed) with the prompt so far, cut
@@ -162,16 +162,14 @@ class RemoteLLM:
     max_positions: int | None = None  # the engine's context length is not known here
 
     def reply_stream(self, messages: Sequence[Mapping[str, str]], config: LLMConfig,
-                     executor: Executor | None = None, clock: Clock | None = None, *,
-                     decoder: Any = None) -> RemoteReplyStream:
-        """Start a streaming reply to `messages` now (inside a running event loop); `executor` and
-        `decoder` are accepted for the local engine's signature (headstart/seams.py `LLMBackend`) and
-        unused (nothing here blocks; the engine decodes as it does)."""
+                     executor: Executor | None = None, clock: Clock | None = None) -> RemoteReplyStream:
+        """Start a streaming reply to `messages` now (inside a running event loop); `executor` is
+        accepted for the seam's signature (headstart/seams.py `LLMBackend`) and unused (nothing here
+        blocks), and `config.speculative` too (the engine decodes as it does)."""
         return RemoteReplyStream(self, messages, config, clock)
 
     def live_turn(self, messages_before: Sequence[Mapping[str, str]], config: LLMConfig,
-                  executor: Executor | None = None, clock: Clock | None = None, *,
-                  decoder: Any = None) -> RemoteTurn:
+                  executor: Executor | None = None, clock: Clock | None = None) -> RemoteTurn:
         """A user turn (see `RemoteTurn`) on the chat `messages_before`."""
         return RemoteTurn(self, messages_before, config, clock)
 

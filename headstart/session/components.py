@@ -6,10 +6,18 @@ import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from headstart.config import PipelineConfig
+from headstart.config import LLMConfig, PipelineConfig, ThreadPlan
+from headstart.llm.local import LocalLLM
 from headstart.session.llm_lane import LLMPriority
-from headstart.seams import LLMBackend, Synthesizer, Transcriber
+from headstart.seams import AcousticEOUModel, EOUModel, LLMBackend, Synthesizer, Transcriber
+
+if TYPE_CHECKING:
+    from headstart.llm.engine import LLMEngine
+    from headstart.llm.exactness import ExactnessReport
+    from headstart.llm.speculative import Decoder
+    from headstart.session.eou import EOUPlan
 
 
 @dataclass
@@ -18,7 +26,8 @@ class Components:
 
     Each model runs on its own single-thread executor, so each is used by one thread at a time. The
     three stages are the typed seams of headstart/seams.py: `asr` a `Transcriber`, `llm` an
-    `LLMBackend` (the local `LLMEngine` or a `RemoteLLM`), `tts` a `Synthesizer`.
+    `LLMBackend` (a `LocalLLM`: the in-process `LLMEngine` and its speculative decoder, or a
+    `RemoteLLM`), `tts` a `Synthesizer`.
     """
 
     config: PipelineConfig
@@ -36,25 +45,28 @@ class Components:
     )
     # the acoustic end-of-turn model (`EndpointConfig.acoustic_model`, headstart/voice/smart_turn.py) and
     # its own thread (it scores a pause while the ASR runs the final pass); None: the fusion is off
-    acoustic_eou: object | None = None
+    acoustic_eou: AcousticEOUModel | None = None
     acoustic_executor: ThreadPoolExecutor = field(
         default_factory=lambda: ThreadPoolExecutor(max_workers=1, thread_name_prefix="turn")
     )
-    # the speculative decoder over `llm` (`LLMConfig.speculative`, llm/speculative.py `build_decoder`) that
-    # every session's replies use; None: plain decoding (or a remote engine). One per engine: its
-    # break-even policy learns across replies.
-    decoder: object | None = None
     # the local LLM's exactness self-test at load (llm/exactness.py), None for a remote engine;
     # speculative decoding is off where it failed (`speculative_off_reason` says why)
-    llm_exactness: object | None = None
+    llm_exactness: ExactnessReport | None = None
     speculative_off_reason: str | None = None
     # LLM priority across sessions (headstart/session/llm_lane.py): confirmed replies first on the llm thread;
     # EOU estimates queued before them give way, and held replies of other sessions subscribe to it
     llm_priority: LLMPriority = field(default_factory=LLMPriority)
-    _eou_models: dict = field(default_factory=dict, repr=False)
+    _eou_models: dict[str, EOUModel | None] = field(default_factory=dict, repr=False)
+    _eou_plans: dict[tuple, EOUPlan] = field(default_factory=dict, repr=False)
     _eou_lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
 
-    def eou_model(self, kind: str):
+    @property
+    def local_engine(self) -> LLMEngine | None:
+        """The in-process engine under `llm` (a `LocalLLM`), or None for another backend (a remote one):
+        what needs the engine's KV cache itself (the EOU models) asks here."""
+        return self.llm.engine if isinstance(self.llm, LocalLLM) else None
+
+    def eou_model(self, kind: str) -> EOUModel | None:
         """The end-of-utterance model `SessionConfig.eou` names, made once per process, or None where
         it does not apply (kind "none", an LLM backend without a local KV cache, no trained head).
 
@@ -72,20 +84,20 @@ class Components:
             raise ValueError(f"unknown EOU model {kind!r}: expected 'head', 'token' ('llm') or 'none'")
         with self._eou_lock:
             if kind not in self._eou_models:
-                self._eou_models[kind] = _make_eou_model(kind, self.llm, self.config.llm.model)
+                self._eou_models[kind] = _make_eou_model(kind, self.local_engine, self.config.llm.model)
             return self._eou_models[kind]
 
-    def eou_plan(self, config: PipelineConfig | None = None):
+    def eou_plan(self, config: PipelineConfig | None = None) -> EOUPlan:
         """The EOU signal sessions on `config` (default: this one) use, resolved once into a frozen
         `headstart.session.eou.EOUPlan` (model, and the thresholds its probabilities are read on);
         `load` resolves it for its config. Raises ValueError for an unknown `SessionConfig.eou`."""
         from headstart.session.eou import resolve_eou
 
         config = config or self.config
-        key = ("plan", config.session.eou, config.endpoint)
-        plan = self._eou_models.get(key)
+        key = (config.session.eou, config.endpoint)
+        plan = self._eou_plans.get(key)
         if plan is None:
-            plan = self._eou_models[key] = resolve_eou(self, config)
+            plan = self._eou_plans[key] = resolve_eou(self, config)
         return plan
 
     @classmethod
@@ -130,6 +142,8 @@ class Components:
         log(f"loading ASR {config.asr.model}")
         asr = load_asr(config.asr, threads.asr_threads, asr_path)  # Whisper or Moonshine, by the folder
         asr.warmup()
+        exactness, speculative_off = None, None
+        llm: LLMBackend
         if remote:
             llm = _connect_remote_llm(config.llm.model, log)
         else:
@@ -137,13 +151,12 @@ class Components:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # our own "loading ..." lines say what happens
-            llm = LLMEngine.load(llm_path, config.llm, threads)
-            if llm.precision_note:
-                log(f"LLM precision: {llm.precision_note}")
-            llm.warm_up()
-        decoder, exactness, speculative_off = None, None, None
-        if not remote:
-            decoder, exactness, speculative_off = choose_decoder(llm, config.llm, threads, log)
+            engine = LLMEngine.load(llm_path, config.llm, threads)
+            if engine.precision_note:
+                log(f"LLM precision: {engine.precision_note}")
+            engine.warm_up()
+            decoder, exactness, speculative_off = choose_decoder(engine, config.llm, threads, log)
+            llm = LocalLLM(engine, decoder)
         log(f"loading TTS {config.tts.engine}")
         tts = load_synthesizer(config.tts, threads)
         acoustic = None
@@ -155,7 +168,7 @@ class Components:
             log(f"loading end-of-turn model {config.endpoint.acoustic_model}")
             acoustic = SmartTurn(acoustic_path, threads=1)
             acoustic.completion_probability(np.zeros(16000, np.float32))  # the first call pays set-up costs
-        components = cls(config=config, asr=asr, llm=llm, tts=tts, decoder=decoder, llm_exactness=exactness,
+        components = cls(config=config, asr=asr, llm=llm, tts=tts, llm_exactness=exactness,
                          speculative_off_reason=speculative_off, acoustic_eou=acoustic)
         components.eou_plan()  # the EOU model and its thresholds, once, before any session
         return components
@@ -167,12 +180,13 @@ class Components:
         from headstart.llm.remote_config import is_remote_llm
 
         info: dict = {"model": self.config.llm.model}
-        if self.llm_exactness is None:  # a remote engine, or an LLM that was not loaded by `load`
+        llm = self.llm
+        if self.llm_exactness is None or not isinstance(llm, LocalLLM):  # remote, or not loaded by `load`
             info["precision"] = "remote" if is_remote_llm(self.config.llm.model) else "unchecked"
             return info
-        info["precision"] = precision_label(self.llm)
+        info["precision"] = precision_label(llm.engine)
         info["exact"] = bool(self.llm_exactness.exact)
-        info["speculative"] = self.config.llm.speculative if self.decoder is not None else "none"
+        info["speculative"] = self.config.llm.speculative if llm.decoder is not None else "none"
         if self.speculative_off_reason:
             info["speculative_off"] = self.speculative_off_reason
         return info
@@ -182,7 +196,8 @@ class Components:
             executor.shutdown(wait=False, cancel_futures=True)
 
 
-def choose_decoder(engine, config, threads, log: Callable[[str], None] = lambda _: None):
+def choose_decoder(engine: LLMEngine, config: LLMConfig, threads: ThreadPlan,
+                   log: Callable[[str], None] = lambda _: None) -> tuple[Decoder | None, ExactnessReport, str | None]:
     """Run the exactness self-test on a loaded local `engine` (llm/exactness.py) and build the
     speculative decoder `config.speculative` asks for only where it passed: drafts would otherwise
     steer the reply away from plain greedy's tokens (prompt lookup's drafts are the user's own words).
@@ -203,13 +218,13 @@ def choose_decoder(engine, config, threads, log: Callable[[str], None] = lambda 
     return build_decoder(engine, config, threads), exactness, None
 
 
-def precision_label(engine: object) -> str:
+def precision_label(engine: LLMEngine) -> str:
     """ "float32+int8", "bfloat16", ...: what a local LLMEngine runs in."""
     name = str(engine.dtype).removeprefix("torch.")
     return f"{name}+{engine.quantize}" if engine.quantize else name
 
 
-def _connect_remote_llm(url: str, log: Callable[[str], None]):
+def _connect_remote_llm(url: str, log: Callable[[str], None]) -> LLMBackend:
     """The remote LLM backend (headstart/llm/remote.py) for an `openai://...` address; the API key
     comes from $HEADSTART_OPENAI_API_KEY or $OPENAI_API_KEY. An engine that does not answer yet is
     only reported: sessions get an `error` event per failed reply until it does.
@@ -231,9 +246,9 @@ def _connect_remote_llm(url: str, log: Callable[[str], None]):
     return llm
 
 
-def _make_eou_model(kind: str, engine: object, model: str):
-    # only a local engine with a chat template and a KV cache (headstart/llm/engine.py) can be asked
-    if kind == "none" or not all(hasattr(engine, a) for a in ("render_prompt", "prefill", "eos_token_ids")):
+def _make_eou_model(kind: str, engine: LLMEngine | None, model: str) -> EOUModel | None:
+    # only a local engine (a chat template and a KV cache, headstart/llm/engine.py) can be asked
+    if kind == "none" or engine is None:
         return None
     if kind == "head":
         try:

@@ -21,17 +21,20 @@ whole and the history holds one user turn. After a finished sentence it is a new
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from headstart.timeline import TurnTimeline
 from headstart.voice.turn_fusion import ending
 
+if TYPE_CHECKING:
+    from headstart.config import LLMConfig
+    from headstart.llm.history import TurnWindow
+    from headstart.seams import LLMBackend
+
 CONTINUATION_GAP_S = 2.0
 CONTINUATION_MAX_HEARD_S = 1.0
 
-_UNMADE = object()
-
-
-def history_window(llm, config) -> Callable[[], object]:
+def history_window(llm: LLMBackend, config: LLMConfig) -> Callable[[], TurnWindow | None]:
     """A `Conversation`'s `window` for `llm` (an `LLMBackend`: `max_positions`, `count_tokens`) and
     `config` (`LLMConfig`): the `TurnWindow` that bounds the history by `config.max_history_tokens`
     (default "auto": what fits the LLM's context besides the reply, `history_budget`), or None for
@@ -59,18 +62,19 @@ class Conversation:
         history: the user and assistant messages, oldest first ({"role", "content"} dicts).
     """
 
-    def __init__(self, system_prompt: str, window: Callable[[], object] = lambda: None) -> None:
+    def __init__(self, system_prompt: str, window: Callable[[], TurnWindow | None] = lambda: None) -> None:
         self.system_prompt = system_prompt
         self.history: list[dict[str, str]] = []
         self._make_window = window
-        self._window: object = _UNMADE
+        self._window: TurnWindow | None = None
+        self._window_made = False
         self._continuation: int | None = None  # the user message the next turn continues
 
     def messages(self) -> list[dict[str, str]]:
         """The prompt's chat: the system prompt and the history the window keeps."""
         system = {"role": "system", "content": self.system_prompt}
-        if self._window is _UNMADE:
-            self._window = self._make_window()
+        if not self._window_made:
+            self._window, self._window_made = self._make_window(), True
         if self._window is not None:
             return self._window.select([system, *self.history])
         return [system, *self.history]
@@ -78,8 +82,7 @@ class Conversation:
     @property
     def dropped_turns(self) -> int:
         """Old turns the window dropped at its last `messages()` (0 without a window)."""
-        window = None if self._window is _UNMADE else self._window
-        return window.dropped_turns if window is not None else 0
+        return self._window.dropped_turns if self._window is not None else 0
 
     def add_user(self, text: str) -> None:
         self.history.append({"role": "user", "content": text})

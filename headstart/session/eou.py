@@ -32,12 +32,33 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
+from concurrent.futures import Executor
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Protocol, cast
+
+import numpy as np
 
 from headstart.config import EndpointConfig, PipelineConfig
+from headstart.seams import (
+    AcousticEOUModel,
+    EOUModel,
+    EOUScorer,
+    PromptRenderer,
+    ReplyPrefillEOUModel,
+)
+from headstart.session.llm_lane import LLMPriority
 
-EOUScorer = Callable[[str], Awaitable[float | None]]
+if TYPE_CHECKING:
+    from headstart.llm.engine import LLMEngine
+
+__all__ = ["EOUModels", "EOUPlan", "EOUScorer", "EOUService", "EOUStats", "fuses_reply_prefill", "resolve_eou"]
+
+
+class EOUModels(Protocol):
+    """Where the EOU models come from (session/components.py `Components.eou_model`)."""
+
+    def eou_model(self, kind: str) -> EOUModel | None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,19 +66,19 @@ class EOUPlan:
     """The EOU signal a session uses, resolved once.
 
     Attributes:
-        model: the EOU model (`probability(messages, text[, reply_ids]) -> float` in [0, 1], called on
-            the llm executor only), or None: no EOU signal.
+        model: the EOU model (`probability(messages, text) -> float` in [0, 1], called on the llm
+            executor only), or None: no EOU signal.
         kind: "head" or "token" (the model's scale), None without a model.
         endpoint: the EndpointConfig whose `eou_scorer` and thresholds read this model's probabilities
             (the listener's endpointer and the head start's threshold use it).
     """
 
-    model: object | None
+    model: EOUModel | None
     kind: str | None
     endpoint: EndpointConfig
 
 
-def resolve_eou(components, config: PipelineConfig) -> EOUPlan:
+def resolve_eou(components: EOUModels, config: PipelineConfig) -> EOUPlan:
     """The EOU plan `config.session.eou` asks for. "auto" takes `config.endpoint.eou_scorer` and falls
     back from "head" to "token" when this LLM has no trained head (the endpointer then uses the token
     thresholds, so a probability is never read on the wrong scale); "llm" is "token"; "none", or no
@@ -86,12 +107,13 @@ def resolve_eou(components, config: PipelineConfig) -> EOUPlan:
     return EOUPlan(None, None, endpoint)
 
 
-def fuses_reply_prefill(model, llm) -> bool:
-    """Whether `model` (an EOU model) can prefill the reply prompt in its own forward on `llm`'s cache:
-    the trained head on the local engine (llm/eou_head.py `EOUHead.features`)."""
+def fuses_reply_prefill(model: EOUModel | None, engine: LLMEngine | None) -> bool:
+    """Whether `model` (an EOU model) can prefill the reply prompt in its own forward on `engine`'s
+    cache (`Components.local_engine`, None for a remote backend): the trained head on that engine
+    (llm/eou_head.py `EOUHead.features`)."""
     from headstart.llm.eou_head import EOUHead
 
-    return isinstance(model, EOUHead) and model.engine is llm and hasattr(llm, "render_prompt")
+    return engine is not None and isinstance(model, EOUHead) and model.engine is engine
 
 
 @dataclass(slots=True)
@@ -111,7 +133,8 @@ class EOUService:
 
     Args:
         plan: the resolved `EOUPlan` (None: no model).
-        llm: the chat engine (the trained head may fuse the reply prompt's prefill into its forward).
+        llm: what renders the reply prompt (the local engine, `Components.local_engine`) where the
+            estimate's forward prefills it too (`fuse_reply_prefill`); None otherwise.
         llm_executor: the single llm thread the model runs on.
         priority: `Components.llm_priority` (jobs give way to confirmed replies).
         messages: `() -> chat so far` (the context the text is the user's next message in).
@@ -123,24 +146,24 @@ class EOUService:
         applies: whether anyone reads the estimates outside the listener (the endpointer is semantic or
             the head start may preempt); False makes `speech_ended` and `final` do nothing.
         fuse_reply_prefill: the estimate's forward prefills the reply prompt too (`fuses_reply_prefill`
-            and the head start on).
+            and the head start on): the plan's model is then a `ReplyPrefillEOUModel` and `llm` is set.
         acoustic: the acoustic end-of-turn model (`Components.acoustic_eou`: `completion_probability(
             samples float32 16 kHz (n,)) -> float`), or None: the fusion is off.
         acoustic_executor: its own thread (it scores a pause while the ASR runs the final pass).
     """
 
     plan: EOUPlan | None
-    llm: object
-    llm_executor: object
-    priority: object
+    llm: PromptRenderer | None
+    llm_executor: Executor | None
+    priority: LLMPriority
     messages: Callable[[], list[dict[str, str]]]
     can_compute: Callable[[], bool] = lambda: True
     scorer: EOUScorer | None = None
     on_failure: Callable[[Exception], None] = lambda exc: None
     applies: bool = True
     fuse_reply_prefill: bool = False
-    acoustic: object | None = None
-    acoustic_executor: object | None = None
+    acoustic: AcousticEOUModel | None = None
+    acoustic_executor: Executor | None = None
     stats: EOUStats = field(default_factory=EOUStats)
     epoch: int = 0  # bumped per utterance (`new_utterance`): queued estimates go stale
     _cache: dict[str, asyncio.Future] = field(default_factory=dict)
@@ -148,7 +171,7 @@ class EOUService:
     _failure_epoch: int = -1
 
     @property
-    def model(self) -> object | None:
+    def model(self) -> EOUModel | None:
         return self.plan.model if self.plan is not None else None
 
     @property
@@ -166,8 +189,11 @@ class EOUService:
         for a signal this service does not give."""
         return (self.score if self.enabled else None, self.score_acoustic if self.acoustic_enabled else None)
 
-    async def score_acoustic(self, samples) -> float | None:
-        """The acoustic model's P(complete) of the turn's audio (the listener's `acoustic_scorer`)."""
+    async def score_acoustic(self, samples: np.ndarray) -> float | None:
+        """The acoustic model's P(complete) of the turn's audio, float32 16 kHz (num_samples,) (the
+        listener's `acoustic_scorer`). RuntimeError without an acoustic model (`acoustic_enabled`)."""
+        if self.acoustic is None:
+            raise RuntimeError("this session has no acoustic end-of-turn model")
         return await asyncio.get_running_loop().run_in_executor(
             self.acoustic_executor, self.acoustic.completion_probability, samples)
 
@@ -229,12 +255,15 @@ class EOUService:
 
     def estimate(self, text: str) -> asyncio.Future:
         """The estimate of `text` in this utterance: submitted to the llm thread now (so it runs before
-        speculative work submitted after it), shared by everyone who asks for the same text."""
+        speculative work submitted after it), shared by everyone who asks for the same text.
+        RuntimeError without a model (the plan has none)."""
         key = "".join(text.split())  # as the head start compares texts (preemption.same_text)
         future = self._cache.get(key)
         if future is not None:
             return future
         model, llm, priority, stats = self.model, self.llm, self.priority, self.stats
+        if model is None:
+            raise RuntimeError("this session's EOU plan has no model to estimate with")
         messages, epoch, fuse = self.messages(), self.epoch, self.fuse_reply_prefill
 
         def job() -> float | None:
@@ -242,9 +271,10 @@ class EOUService:
                 stats.skipped += 1
                 return None  # stale, or confirmed work waits behind this job: give way
             started = time.perf_counter()
-            if fuse:  # a reply to this text may follow at once: the forward prefills its prompt too
+            if fuse and llm is not None:  # a reply to this text may follow at once: the forward prefills its prompt too
                 reply_ids = llm.render_prompt([*messages, {"role": "user", "content": text}])
-                probability = float(model.probability(messages, text, reply_ids))
+                # `fuse_reply_prefill` is only set for such a model (`fuses_reply_prefill`)
+                probability = float(cast(ReplyPrefillEOUModel, model).probability(messages, text, reply_ids))
             else:
                 probability = float(model.probability(messages, text))
             stats.computed += 1

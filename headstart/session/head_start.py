@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from headstart.clock import Clock
 from headstart.config import EndpointConfig, SessionConfig
+from headstart.seams import LLMReplyStream, LLMTurn
+from headstart.session.llm_lane import LLMPriority
 from headstart.session.preemption import (
     CancelHeld,
     Decision,
@@ -40,6 +43,9 @@ from headstart.session.preemption import (
     same_text,
 )
 from headstart.timeline import TurnTimeline
+
+if TYPE_CHECKING:
+    from headstart.session.reply import Reply
 
 
 class HeadStart:
@@ -66,11 +72,11 @@ class HeadStart:
         config: SessionConfig,
         endpoint: EndpointConfig,
         *,
-        open_turn: Callable[[list[dict[str, str]]], object],
+        open_turn: Callable[[list[dict[str, str]]], LLMTurn],
         messages: Callable[[], list[dict[str, str]]],
-        new_held: Callable[[object, str, list[dict[str, str]]], object],
+        new_held: Callable[[LLMReplyStream, str, list[dict[str, str]]], Reply],
         possible: Callable[[], bool] = lambda: True,
-        priority=None,
+        priority: LLMPriority | None = None,
         owner: object = None,
     ) -> None:
         self.policy = PreemptionPolicy(clock, config, endpoint)
@@ -81,9 +87,9 @@ class HeadStart:
         self._possible = possible
         self._priority = priority
         self._owner = owner if owner is not None else self
-        self._live = None  # the user turn's LiveTurn
+        self._live: LLMTurn | None = None  # the user turn's LiveTurn
         self._live_messages: list[dict[str, str]] | None = None  # the chat it was opened on
-        self._held = None  # the held Reply
+        self._held: Reply | None = None  # the held Reply
         self._unsubscribe: Callable[[], None] = lambda: None
 
     # -- state ----------------------------------------------------------------------------------------
@@ -100,12 +106,12 @@ class HeadStart:
         return self.policy.latest_text
 
     @property
-    def held(self):
+    def held(self) -> Reply | None:
         """The held Reply (None: nothing held)."""
         return self._held
 
     @property
-    def live(self):
+    def live(self) -> LLMTurn | None:
         """The user turn's LiveTurn, if one is open."""
         return self._live
 
@@ -159,7 +165,7 @@ class HeadStart:
         if same_text(text, self.policy.latest_text):
             self._apply(self.policy.eou(text, probability))
 
-    def end_of_turn(self, turn: TurnTimeline):
+    def end_of_turn(self, turn: TurnTimeline) -> Reply | None:
         """The turn is over with `turn.transcript`: the held reply to release (a hit: the caller calls
         its `release(turn)`), or None (a miss or nothing held: the caller generates the reply, from
         `take_live()` when it gives one). Writes the turn's `preemptive` outcome and, on a hit,
@@ -188,7 +194,7 @@ class HeadStart:
             turn.extra["held_audio_s"] = round(released.synthesised_s, 4)
         return released
 
-    def take_live(self):
+    def take_live(self) -> LLMTurn | None:
         """The LiveTurn, if it was opened on the chat as it is now (else it is closed and None); the
         head start lets go of it (a LiveTurn gives one reply)."""
         live, messages = self._live, self._live_messages
@@ -202,7 +208,7 @@ class HeadStart:
         """Drop the held reply but keep the turn going (it failed, or confirmed work elsewhere)."""
         self._apply(self.policy.drop(reason))
 
-    def held_failed(self, reply) -> None:
+    def held_failed(self, reply: Reply) -> None:
         """The held reply's pipeline failed: speculative work is dropped silently (the end of turn
         regenerates)."""
         if self._held is reply:
@@ -228,7 +234,7 @@ class HeadStart:
                           preemptive_misses=self.stats.misses, preemptive_wasted_tokens=self.stats.wasted_tokens)
 
     # -- internals ------------------------------------------------------------------------------------
-    def _ensure_live(self):
+    def _ensure_live(self) -> LLMTurn | None:
         if self._live is None and self._possible():
             messages = self._messages()
             self._live = self._open_turn(messages)

@@ -7,11 +7,10 @@
     await listening.restart()                  # drop the audio in progress: a fresh listener
     await listening.end_input()                # the listener's last events, then its task ends
 
-The listener (voice/listener.py `Listener`'s shape: `push`, `commit`, `end_input`, async iteration of
-its events, `bargein_armed`, `silence_pending`) runs in one task per listener, started with the first
-audio (an idle session runs nothing). Each event goes to `on_event` on the event loop, in order; an
-exception out of the listener goes to `on_error` and ends that task (the consumer sees it, the session
-goes on).
+The listener (headstart/seams.py `SpeechListener`: voice/listener.py `Listener`, or a test's scripted
+one) runs in one task per listener, started with the first audio (an idle session runs nothing). Each
+event goes to `on_event` on the event loop, in order; an exception out of the listener goes to
+`on_error` and ends that task (the consumer sees it, the session goes on).
 """
 
 from __future__ import annotations
@@ -19,9 +18,18 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from headstart.audio import AudioFrame
+from headstart.seams import AcousticScorer, EOUScorer, ListenerEvent, SpeechListener
+
+if TYPE_CHECKING:
+    from headstart.config import EndpointConfig
+    from headstart.session.components import Components
 
 
-def default_listener(components, endpoint, eou_scorer=None, acoustic_scorer=None):
+def default_listener(components: Components, endpoint: EndpointConfig, eou_scorer: EOUScorer | None = None,
+                     acoustic_scorer: AcousticScorer | None = None) -> SpeechListener:
     """A `Listener` on `components`' VAD (`config.vad`), ASR (`asr`, `config.asr`, `asr_executor`) and an
     endpointer on `endpoint` (the resolved EndpointConfig: `EOUPlan.endpoint`), with the EOU scorers
     the session's `EOUService` gives (None: no signal)."""
@@ -46,12 +54,12 @@ class Listening:
         listener: the listener audio goes to now.
     """
 
-    def __init__(self, make: Callable[[], object], on_event: Callable[[object], None],
+    def __init__(self, make: Callable[[], SpeechListener], on_event: Callable[[ListenerEvent], None],
                  on_error: Callable[[Exception], None]) -> None:
         self._make = make
         self._on_event = on_event
         self._on_error = on_error
-        self.listener = make()
+        self.listener: SpeechListener = make()
         self._task: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[None]] = set()  # a restarted listener's task may still be ending
 
@@ -73,7 +81,7 @@ class Listening:
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
-    async def push(self, frame, bargein_armed: bool) -> None:
+    async def push(self, frame: AudioFrame, bargein_armed: bool) -> None:
         """User audio to the listener; `bargein_armed`: the VAD's quicker start over a reply."""
         self.start()
         self.listener.bargein_armed = bargein_armed
@@ -104,7 +112,7 @@ class Listening:
         assert self._task is not None
         await self._task
 
-    async def _read(self, listener) -> None:
+    async def _read(self, listener: SpeechListener) -> None:
         try:
             async for event in listener:
                 self._on_event(event)

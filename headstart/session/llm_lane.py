@@ -18,7 +18,7 @@ A plain synchronous object: no I/O, no event loop. `confirmed_pending` is safe t
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 
 
 class LLMPriority:
@@ -26,7 +26,7 @@ class LLMPriority:
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._waiting: dict[object, Callable[[], bool]] = {}  # key -> alive(): still wants the thread
+        self._waiting: dict[Hashable, Callable[[], bool]] = {}  # key -> alive(): still wants the thread
         self._subscribers: dict[int, tuple[object, Callable[[], None]]] = {}
         self._next_id = 0
 
@@ -42,7 +42,7 @@ class LLMPriority:
         """Confirmed replies announced and not started yet (alive or not)."""
         return len(self._waiting)
 
-    def confirm(self, owner: object, key: object, alive: Callable[[], bool] = lambda: True) -> None:
+    def confirm(self, owner: object, key: Hashable, alive: Callable[[], bool] = lambda: True) -> None:
         """A reply of `owner` is confirmed and waits for the llm thread until `started(key)`. `alive()`:
         whether it still wants it (False for a reply cancelled before it ever ran: it no longer counts
         and is forgotten). Every subscriber of another owner is told, in subscription order."""
@@ -54,7 +54,7 @@ class LLMPriority:
         for callback in others:
             callback()
 
-    def started(self, key: object) -> None:
+    def started(self, key: Hashable) -> None:
         """The confirmed reply `key`'s LLM work has started (or it ended): it no longer waits.
         Idempotent; unknown keys are ignored."""
         with self._lock:

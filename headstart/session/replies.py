@@ -6,7 +6,7 @@ the floor.
     replies.release(held, turn)          # the head start's held reply, released at the end of turn
     replies.new(turn, held=True, ...)    # a reply on the pipeline, not started (the head start's held one)
     replies.apply(actions)               # turn-taking's Pause / Resume / Interrupt on the current reply
-    replies.open_live_turn(messages)     # the user turn's LiveTurn, on the same LLM backend and decoder
+    replies.open_live_turn(messages)     # the user turn's LiveTurn, on the same LLM backend
 
 Each reply's LLM stream is opened on the chat as it is when the reply starts running (or is given: a
 LiveTurn's reply), its TTS stream on the components' synthesiser. Its audio leaves paced by the
@@ -26,9 +26,10 @@ from dataclasses import dataclass
 
 from headstart.audio import AudioFrame
 from headstart.clock import Clock
+from headstart.seams import LLMReplyStream, LLMTurn
 from headstart.session.conversation import Conversation
 from headstart.session.echo import EchoGuard, echo_text
-from headstart.session.reply import Reply, ReplyInterrupted, TurnCompleted
+from headstart.session.reply import Reply, ReplyEvent, ReplyInterrupted, TurnCompleted
 from headstart.timeline import TurnTimeline
 from headstart.session.turntaking import Action, AgentState, Interrupt, Pause, Resume, TurnTaking
 
@@ -40,15 +41,16 @@ class FromReply:
     """An event a reply sent: `Reply.delivers` says at the queue's end whether it still leaves."""
 
     reply: Reply
-    event: object
+    event: ReplyEvent
 
 
 class Replies:
     """One session's replies (see the module docstring).
 
     Args:
-        components: `Components`: the LLM backend (`reply_stream`, `live_turn`), the synthesiser, their
-            executors, the speculative `decoder` and the process's `llm_priority`.
+        components: `Components`: the LLM backend (`reply_stream`, `live_turn`: it decodes as the
+            session's `LLMConfig` says, speculatively unless `speculative` is "none"), the synthesiser,
+            their executors and the process's `llm_priority`.
         clock: the time source of every reply (FakeClock in tests).
         turns: the session's `TurnTaking`: a reply's audio counts as sent there, its playback paces the
             audio, its end gives the floor back.
@@ -76,7 +78,7 @@ class Replies:
         turns: TurnTaking,
         echo: EchoGuard,
         conversation: Conversation,
-        put: Callable[[object], None],
+        put: Callable[[FromReply | ReplyInterrupted | TurnCompleted | Exception], None],
         *,
         owner: object,
         speech_started_at: Callable[[], float | None] = lambda: None,
@@ -115,20 +117,14 @@ class Replies:
 
     # -- the LLM -----------------------------------------------------------------------------------------
 
-    def open_live_turn(self, messages: list[dict[str, str]]):
+    def open_live_turn(self, messages: list[dict[str, str]]) -> LLMTurn:
         """The user turn's LiveTurn (incremental prefill) on the session's LLM, opened on `messages`."""
         c = self._components
-        return c.llm.live_turn(messages, self._config.llm, c.llm_executor, clock=self._clock, decoder=self._decoder())
+        return c.llm.live_turn(messages, self._config.llm, c.llm_executor, clock=self._clock)
 
-    def _open_stream(self):
+    def _open_stream(self) -> LLMReplyStream:
         c = self._components
-        return c.llm.reply_stream(self._conversation.messages(), self._config.llm, c.llm_executor,
-                                  clock=self._clock, decoder=self._decoder())
-
-    def _decoder(self):
-        """The process's speculative decoder (`Components.decoder`) when the session's config asks for
-        speculative decoding, else None (plain)."""
-        return None if self._config.llm.speculative == "none" else self._components.decoder
+        return c.llm.reply_stream(self._conversation.messages(), self._config.llm, c.llm_executor, clock=self._clock)
 
     # -- starting and stopping ---------------------------------------------------------------------------
 
@@ -231,7 +227,7 @@ class Replies:
 
     # -- the reply's hooks --------------------------------------------------------------------------------
 
-    def _send(self, reply: Reply, event: object) -> None:
+    def _send(self, reply: Reply, event: ReplyEvent) -> None:
         self._put(FromReply(reply, event))
 
     def _finished(self, reply: Reply) -> None:

@@ -127,6 +127,8 @@ class StageError(RuntimeError):
 
 # the reply's own content: what a cancel overtakes when it is still queued for the consumer
 _CONTENT = (TokenDelta, ReplyDone, ReplyAudioStart, ReplyAudio)
+# what one reply sends (`send(reply, event)`), in order: its LLM's events and its audio, with its id
+ReplyEvent = ReplyStarted | TokenDelta | ReplyDone | ReplyAudioStart | ReplyAudio | ReplyPaused | ReplyResumed
 
 
 def _nothing(*_args) -> None:
@@ -168,7 +170,7 @@ class Reply:
         self,
         reply_id: str,
         turn: TurnTimeline,
-        send: Callable[[Reply, object], None],
+        send: Callable[[Reply, ReplyEvent], None],
         clock: Clock,
         open_tts: Callable[[], TTSStream],
         *,
@@ -210,7 +212,7 @@ class Reply:
         self._on_finished = on_finished
         self._on_failed = on_failed
         self._text: list[str] = []
-        self._outbox: list[object] = []  # its events while held, in order
+        self._outbox: list[TokenDelta | ReplyDone] = []  # its LLM's events while held, in order
         self._playing = asyncio.Event()  # cleared while paused
         self._playing.set()
         self._released = asyncio.Event()
@@ -348,7 +350,7 @@ class Reply:
         """The text a listener who played `played_s` seconds of its audio heard."""
         return heard_text(self.spans(), played_s)
 
-    def delivers(self, event: object) -> bool:
+    def delivers(self, event: ReplyEvent) -> bool:
         """Whether `event`, sent by this reply earlier, may still reach the consumer: not its tokens or
         audio once it is cancelled (its control events, ReplyStarted, ReplyPaused..., still do)."""
         return not (self._cancelled and isinstance(event, _CONTENT))
@@ -415,7 +417,7 @@ class Reply:
             turn.tts_first_text_at_s = max(tts.timings[0].ready_at_s, self.released_at_s or float("-inf"))
         self._on_finished(self)
 
-    def _deliver(self, event: object) -> None:
+    def _deliver(self, event: TokenDelta | ReplyDone) -> None:
         """Send an LLM event now, or keep it in the outbox while the reply is held."""
         if self.held:
             self._outbox.append(event)
@@ -423,7 +425,7 @@ class Reply:
         self._mark(event)
         self._send(self, event)
 
-    def _mark(self, event: object) -> None:
+    def _mark(self, event: ReplyEvent) -> None:
         """Timeline marks of an LLM event leaving."""
         turn = self.turn
         if isinstance(event, TokenDelta):

@@ -51,10 +51,12 @@ from headstart.events import (
 from headstart.session.head_start import HeadStart
 from headstart.session.listening import Listening, default_listener
 from headstart.session.preemption import same_text
+from headstart.seams import ListenerEvent, ListenerFactory
 from headstart.session.replies import FromReply, Replies
 from headstart.session.reply import (
     Reply,
     ReplyAudio,
+    ReplyEvent,
     ReplyAudioStart,
     ReplyInterrupted,
     ReplyPaused,
@@ -82,14 +84,21 @@ from headstart.session.turntaking import (
 __all__ = [
     "FILLER_WORDS", "Action", "AgentState", "Components", "EchoDetector", "Interrupt", "Pause", "Reply",
     "ReplyAudio", "ReplyAudioStart", "ReplyInterrupted", "ReplyPaused", "ReplyResumed", "ReplyStarted",
-    "Resume", "Session", "StartReply", "TurnCompleted", "TurnTaking", "UserState", "content_words",
+    "Resume", "Session", "SessionEvent", "StartReply", "TurnCompleted", "TurnTaking", "UserState", "content_words",
     "heard_text", "is_echo_text", "normalized_xcorr_peak",
 ]
 
 
 # -- the session --------------------------------------------------------------------------------------
 
-_END = object()
+# What a session's iteration yields: the listener's events, each reply's, and the turn's end.
+SessionEvent = ListenerEvent | ReplyEvent | ReplyInterrupted | TurnCompleted
+
+class _End:
+    """The end of the session's event stream (queued when its input ended or it closed)."""
+
+
+_END = _End()
 _FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionConfig.eou names
 
 
@@ -115,10 +124,10 @@ class Session:
             None: no EOU signal. The listener's endpointer adapts its silence to it and the head start
             preempts on it; without one the head start uses the punctuation rule
             (`PreemptionPolicy.reads_complete`).
-        listener: `(eou_scorer, acoustic_scorer) -> listener` makes the session's listener (called again
-            for a fresh one after `clear_input`); it has voice/listener.py `Listener`'s `push`,
-            `end_input`, `commit`, async iteration of its events, `bargein_armed` and `silence_pending`.
-            Default: a `Listener` on the components' VAD, ASR and an endpointer on the EOU plan.
+        listener: `(eou_scorer, acoustic_scorer) -> SpeechListener` (headstart/seams.py
+            `ListenerFactory`) makes the session's listener (called again for a fresh one after
+            `clear_input`). Default: a voice/listener.py `Listener` on the components' VAD, ASR and an
+            endpointer on the EOU plan.
     """
 
     def __init__(
@@ -131,13 +140,13 @@ class Session:
         echo: EchoDetector | None | bool = True,
         realtime_playback: bool = False,
         eou_scorer=_FROM_CONFIG,
-        listener=None,
+        listener: ListenerFactory | None = None,
     ) -> None:
         self._config = components.config
         self._clock: Clock = clock or MonotonicClock()
         self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
-        self._out: asyncio.Queue[object] = asyncio.Queue()
+        self._out: asyncio.Queue[SessionEvent | FromReply | Exception | _End] = asyncio.Queue()
         self.conversation = Conversation(self._config.llm.system_prompt, history_window(components.llm, self._config.llm))
         self.replies = Replies(
             components, self._clock, self.turns, self._echo, self.conversation, self._out.put_nowait, owner=self,
@@ -150,12 +159,13 @@ class Session:
             self._clock, self._config.session, self._endpoint_config, open_turn=self.replies.open_live_turn,
             messages=self.conversation.messages, new_held=self._new_held_reply, possible=self._head_start_possible,
             priority=components.llm_priority, owner=self)
+        engine = components.local_engine  # None for a remote backend: no fused reply prefill
         self.eou = EOUService(
-            plan, components.llm, components.llm_executor, components.llm_priority, messages=self.conversation.messages,
+            plan, engine, components.llm_executor, components.llm_priority, messages=self.conversation.messages,
             can_compute=self._eou_can_compute, scorer=None if eou_scorer is _FROM_CONFIG else eou_scorer,
             on_failure=self._eou_failed, applies=self._config.endpoint.semantic or self.head_start.policy.preemptive,
             fuse_reply_prefill=bool(self.head_start.enabled and plan is not None and plan.model is not None
-                                    and fuses_reply_prefill(plan.model, components.llm)),
+                                    and fuses_reply_prefill(plan.model, engine)),
             acoustic=components.acoustic_eou, acoustic_executor=components.acoustic_executor)
         self.eou.subscribe(self._on_eou)
         make = listener or (lambda eou, acoustic: default_listener(components, self._endpoint_config, eou, acoustic))
@@ -332,10 +342,10 @@ class Session:
     def __aiter__(self) -> Session:
         return self
 
-    async def __anext__(self) -> object:
+    async def __anext__(self) -> SessionEvent:
         while True:
             item = await self._out.get()
-            if item is _END:
+            if isinstance(item, _End):
                 self._out.put_nowait(_END)
                 raise StopAsyncIteration
             if isinstance(item, BaseException):
@@ -351,7 +361,7 @@ class Session:
     def _sure_echo(self) -> bool:
         return self._echo.sure_echo(self.turns.awaits_echo_verdict, self.turns.played_s)
 
-    def _on_listener_event(self, event: object) -> None:
+    def _on_listener_event(self, event: ListenerEvent) -> None:
         now = self._clock.now()
         tt = self.turns
         if isinstance(event, SpeechStarted):

@@ -192,20 +192,17 @@ def components_for(components: Any, config: Any, asr_by_model: dict[str, Any], l
 def reset_llm_cache(components: Any) -> None:
     """Cut the LLM's KV cache back to the system prompt (on the LLM's own executor thread), so a
     recording asked again in the next configuration finds nothing of its prompt prefilled."""
-    if components is None:
-        return
-    llm = components.llm
-    render = getattr(llm, "render_prompt", None)
-    if render is None:
+    engine = components.local_engine if components is not None else None
+    if engine is None:  # no components, or a remote engine: no cache of ours to cut
         return
     system = {"role": "system", "content": components.config.llm.system_prompt}
 
     def cut() -> None:
         from headstart.llm.engine import common_prefix_len
 
-        a = render([system, {"role": "user", "content": "a"}])
-        b = render([system, {"role": "user", "content": "b"}])
-        llm.rollback_to(min(common_prefix_len(a, b), common_prefix_len(llm.tokens, a)))
+        a = engine.render_prompt([system, {"role": "user", "content": "a"}])
+        b = engine.render_prompt([system, {"role": "user", "content": "b"}])
+        engine.rollback_to(min(common_prefix_len(a, b), common_prefix_len(engine.tokens, a)))
 
     components.llm_executor.submit(cut).result(120)
 
