@@ -36,6 +36,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field, replace
 
 from headstart.config import EndpointConfig, PipelineConfig
+from headstart.timeline import EOUCounters, TurnTimeline
 
 EOUScorer = Callable[[str], Awaitable[float | None]]
 
@@ -255,10 +256,10 @@ class EOUService:
         self._cache[key] = future
         return future
 
-    def record(self, turn) -> None:
-        """The session's counters into `turn.extra` (eou_computed, eou_skipped, eou_compute_s)."""
-        turn.extra.update(eou_computed=self.stats.computed, eou_skipped=self.stats.skipped,
-                          eou_compute_s=round(self.stats.compute_s, 4))
+    def record(self, turn: TurnTimeline) -> None:
+        """The session's counters so far into `turn.eou`."""
+        turn.eou = EOUCounters(computed=self.stats.computed, skipped=self.stats.skipped,
+                               compute_s=round(self.stats.compute_s, 4))
 
     # -- internals ------------------------------------------------------------------------------------
     def _model_applies(self) -> bool:
