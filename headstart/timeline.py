@@ -3,6 +3,11 @@
 All marks are readings of the session's injected clock (seconds). The true end of the user's speech
 is a mark too: whoever knows it (the demo and the harness know it from the bench data) converts the
 audio position to a clock reading with `AudioClockMap` and sets it.
+
+Besides its marks a turn carries typed records, each set by the part of the session that owns it and
+None where it did not happen: the head start's outcome (`HeadStartOutcome`, with a `HeldRelease` on a
+hit), the EOU service's counters (`EOUCounters`), how its reply was cut off (`Interruption`) and the
+user text the turn continues (`Continuation`).
 """
 
 from __future__ import annotations
@@ -34,6 +39,60 @@ class AudioClockMap:
         return self._clock_s[i]
 
 
+@dataclass(frozen=True)
+class HeldRelease:
+    """What a held reply had ready when the end of turn released it (a head-start hit)."""
+
+    lead_s: float  # how long before the end of turn the held reply started (rounded to 0.1 ms)
+    held_tokens: int  # reply tokens generated before the release
+    held_audio_s: float  # reply audio synthesised before the release (rounded to 0.1 ms)
+
+
+@dataclass(frozen=True)
+class HeadStartOutcome:
+    """The head start's verdict on a turn at its end, with the session's running counters then.
+
+    `preemptive`: "hit" (a held reply was released: `release` says what it had ready), "miss" (one
+    was dropped) or "none" (nothing was held). `hits`, `misses`, `wasted_tokens` count the whole
+    session so far (wasted: tokens of dropped held replies)."""
+
+    preemptive: str
+    enabled: bool  # the session's head start switch
+    hits: int
+    misses: int
+    wasted_tokens: int
+    release: HeldRelease | None = None
+
+
+@dataclass(frozen=True)
+class EOUCounters:
+    """The session's running EOU estimate counts when the turn's reply started: estimates computed,
+    skipped (user speaking, stale, confirmed work waiting) and the seconds spent computing them
+    (rounded to 0.1 ms)."""
+
+    computed: int
+    skipped: int
+    compute_s: float
+
+
+@dataclass(frozen=True)
+class Interruption:
+    """The turn's reply was cut off: why ("barge_in", "new_turn", "client" ...), how much of its audio had played
+    (seconds, rounded to 1 ms) and the text of what was heard (what the history keeps)."""
+
+    reason: str
+    played_s: float
+    heard_text: str
+
+
+@dataclass(frozen=True)
+class Continuation:
+    """The turn continues the user message whose reply its speech cut off: `text` is that earlier
+    message (a trailing-off mark at the seam dropped), now the start of the turn's transcript."""
+
+    text: str
+
+
 @dataclass
 class TurnTimeline:
     """Clock readings (seconds) of one user turn and its reply; None where the event did not happen."""
@@ -53,7 +112,12 @@ class TurnTimeline:
     transcript: str = ""
     reply: str = ""
     reply_audio_s: float = 0.0
-    extra: dict = field(default_factory=dict)
+    eou_probability: float | None = None  # the EOU probability the end of turn was decided on
+    head_start: HeadStartOutcome | None = None  # set at the end of turn when a reply follows
+    preemptive_drops: list[str] = field(default_factory=list)  # why each held reply of the turn was dropped
+    eou: EOUCounters | None = None  # set when the turn's reply starts
+    interruption: Interruption | None = None
+    continuation: Continuation | None = None
 
     @staticmethod
     def _since(start: float | None, end: float | None) -> float | None:

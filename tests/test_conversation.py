@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from headstart.session.conversation import CONTINUATION_GAP_S, CONTINUATION_MAX_HEARD_S, Conversation
-from headstart.timeline import TurnTimeline
+from headstart.timeline import Continuation, TurnTimeline
 
 
 def test_messages_start_with_the_system_prompt_and_the_window_is_made_once():
@@ -56,7 +56,7 @@ def test_speech_soon_after_an_unfinished_turn_continues_it():
     history, turn = continued("After the tone say you're unavailable...", gap_s=0.5, played_s=0.2)
     assert history == []  # the joined message is the turn's: the session adds it
     assert turn.transcript == "After the tone say you're unavailable will message and then press the pound key."
-    assert turn.extra["continues"] == "After the tone say you're unavailable"
+    assert turn.continuation == Continuation("After the tone say you're unavailable")
 
 
 @pytest.mark.parametrize("first, gap_s, played_s, reason", [
@@ -68,7 +68,7 @@ def test_speech_soon_after_an_unfinished_turn_continues_it():
 def test_otherwise_the_next_turn_is_its_own(first, gap_s, played_s, reason):
     history, turn = continued(first, gap_s, played_s, reason)
     assert history == [{"role": "user", "content": first}]
-    assert turn.transcript == "will message and then press the pound key." and "continues" not in turn.extra
+    assert turn.transcript == "will message and then press the pound key." and turn.continuation is None
 
 
 def test_no_continuation_and_clear_forget_it():

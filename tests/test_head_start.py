@@ -10,7 +10,7 @@ from headstart.clock import FakeClock
 from headstart.config import EndpointConfig, SessionConfig
 from headstart.session.head_start import HeadStart, HeadStartStats
 from headstart.session.llm_lane import LLMPriority
-from headstart.timeline import TurnTimeline
+from headstart.timeline import HeadStartOutcome, HeldRelease, TurnTimeline
 
 
 class ScriptedLiveTurn:
@@ -98,9 +98,10 @@ def test_a_hit_prefills_holds_and_releases_with_the_lead_gained():
     rig.clock.advance(0.45)
     assert rig.end_of_turn("What is the capital of  France?") is held
     assert rig.head.held is None and held.cancels == []
-    assert rig.turn.extra == {
-        "preemptive": "hit", "head_start": True, "preemptive_hits": 1, "preemptive_misses": 0,
-        "preemptive_wasted_tokens": 0, "preemptive_lead_s": 0.75, "held_tokens": 3, "held_audio_s": 0.4123}
+    assert rig.turn.head_start == HeadStartOutcome(
+        "hit", enabled=True, hits=1, misses=0, wasted_tokens=0,
+        release=HeldRelease(lead_s=0.75, held_tokens=3, held_audio_s=0.4123))
+    assert rig.turn.preemptive_drops == []
     assert rig.head.stats == HeadStartStats(hits=1) and rig.head.stats.hit_rate == 1.0
 
 
@@ -111,11 +112,11 @@ def test_resumed_speech_drops_the_held_reply_and_counts_its_tokens_as_wasted():
     (held,) = rig.replies
     rig.head.speech_started()
     assert held.cancels == ["speech_resumed"] and rig.head.held is None
-    assert rig.turn.extra["preemptive_drops"] == ["speech_resumed"]
+    assert rig.turn.preemptive_drops == ["speech_resumed"]
     rig.head.partial("Tell me about the weather. In Paris tomorrow.")
     assert len(rig.turns) == 2  # a new LiveTurn for the rest of the turn
     assert rig.end_of_turn("Tell me about the weather. In Paris tomorrow.") is None  # nothing held now
-    assert rig.turn.extra["preemptive"] == "miss"
+    assert rig.turn.head_start.preemptive == "miss"
     assert (rig.head.stats.misses, rig.head.stats.wasted_tokens) == (1, 5)
     live = rig.head.take_live()
     assert live is rig.turns[1] and rig.head.take_live() is None  # the confirmed reply's prompt, once
@@ -129,7 +130,7 @@ def test_a_chat_that_changed_under_the_held_reply_is_a_miss():
     rig.chat.append({"role": "assistant", "content": "a barge-in rewrote me"})
     assert rig.end_of_turn("Play some music.") is None
     assert held.cancels == ["history_changed"]
-    assert rig.turn.extra["preemptive"] == "miss"
+    assert rig.turn.head_start.preemptive == "miss"
     assert (rig.head.stats.hits, rig.head.stats.misses) == (0, 1)
 
 
@@ -140,7 +141,7 @@ def test_no_held_reply_while_speculative_work_is_not_possible():
     rig.head.speech_ended()
     assert rig.replies == [] and rig.turns == []
     assert rig.end_of_turn("Good morning there.") is None
-    assert rig.turn.extra["preemptive"] == "none" and rig.head.stats == HeadStartStats()
+    assert rig.turn.head_start.preemptive == "none" and rig.head.stats == HeadStartStats()
 
 
 def test_cancel_is_idempotent_and_closes_the_live_turn():

@@ -29,7 +29,7 @@ from headstart.session.reply import (
     StageError,
     TurnCompleted,
 )
-from headstart.timeline import TurnTimeline
+from headstart.timeline import Continuation, TurnTimeline
 from headstart.session.turntaking import AgentState, Interrupt, Pause, Resume, TurnTaking
 
 ANSWERS = {"What time is it?": "It is noon.", "Tell me a story": "One two three four five six seven eight."}
@@ -169,7 +169,7 @@ def test_turn_takings_actions_reach_the_current_reply_only_and_an_interrupt_keep
     reply, after = run(main, rig)
     assert after == [ReplyPaused(reply.id), ReplyResumed(reply.id),
                      ReplyInterrupted(reply.id, "One two three four", 1.0, "barge_in")]
-    assert reply.cancelled and rig.replies.current is None and turn.extra["heard_text"] == "One two three four"
+    assert reply.cancelled and rig.replies.current is None and turn.interruption.heard_text == "One two three four"
     # its TurnCompleted had left with its audio; the history keeps what was heard of it
     assert [d.interrupted for d in rig.out if isinstance(d, TurnCompleted)] == [False]
     assert rig.conversation.history == [{"role": "user", "content": "Tell me a story"},
@@ -194,7 +194,7 @@ def test_a_reply_cut_off_right_after_an_unfinished_turn_lets_the_next_turn_conti
     assert rig.delivered()[-1] == TurnCompleted(turn, reply.id, interrupted=True) and turn.reply_done_at_s == 0.4
     nxt = TurnTimeline(transcript="story about a cat")
     rig.conversation.continue_turn(nxt)
-    assert nxt.transcript == "Tell me a story about a cat" and nxt.extra["continues"] == "Tell me a"
+    assert nxt.transcript == "Tell me a story about a cat" and nxt.continuation == Continuation("Tell me a")
 
 
 def test_a_failing_stage_is_reported_and_a_held_one_handed_back():

@@ -120,10 +120,10 @@ def test_a_held_reply_released_at_the_end_of_turn():
                 "vad_end_to_first_audio_s": 0.5, "turn_end_to_first_audio_s": 0.2, "ttft_s": 0.2,
                 "tts_ttfa_s": 0.0}
     assert {k: metrics[k] for k in expected} == pytest.approx(expected, abs=1e-9)
-    extra = timeline.extra
-    assert (extra["preemptive"], extra["preemptive_lead_s"], extra["preemptive_hits"]) == ("hit", 0.3, 1)
-    assert extra["held_tokens"] == 0  # the first token came after the release
-    assert extra["eou_probability"] == 0.9 and extra["eou_computed"] == 0
+    head = timeline.head_start
+    assert (head.preemptive, head.release.lead_s, head.hits) == ("hit", 0.3, 1)
+    assert head.release.held_tokens == 0  # the first token came after the release
+    assert timeline.eou_probability == 0.9 and timeline.eou.computed == 0
 
 
 def test_a_final_that_differs_drops_the_held_reply_and_answers_the_final():
@@ -137,9 +137,9 @@ def test_a_final_that_differs_drops_the_held_reply_and_answers_the_final():
     assert "".join(e.text for _, e in events if isinstance(e, TokenDelta)) == "Still noon."
     assert tts.spoken == ["Still noon."]  # not one sound of the stale reply
     timeline = events[-1][1].timeline
-    assert timeline.extra["preemptive"] == "hit" and timeline.extra["preemptive_misses"] == 1
-    assert timeline.extra["preemptive_drops"] == ["text_changed"]
-    assert timeline.extra["preemptive_lead_s"] == pytest.approx(0.2)  # held since the final at 1.6 s
+    assert timeline.head_start.preemptive == "hit" and timeline.head_start.misses == 1
+    assert timeline.preemptive_drops == ["text_changed"]
+    assert timeline.head_start.release.lead_s == pytest.approx(0.2)  # held since the final at 1.6 s
     assert timeline.metrics()["turn_end_to_first_audio_s"] == pytest.approx(0.2, abs=1e-9)
     assert history[-1] == {"role": "assistant", "content": "Still noon."}
 
@@ -150,8 +150,8 @@ def test_without_the_head_start_the_reply_starts_at_the_end_of_turn():
     assert len(llm.asked) == 1
     at = {type(e).__name__: t for t, e in reversed(events)}
     assert (at["ReplyStarted"], at["TokenDelta"], at["ReplyAudio"]) == (1.8, 2.0, 2.0)
-    extra = events[-1][1].timeline.extra
-    assert extra["preemptive"] == "none" and extra["head_start"] is False
+    head = events[-1][1].timeline.head_start
+    assert head.preemptive == "none" and head.enabled is False
 
 
 def test_a_confirmed_reply_in_one_session_drops_another_sessions_held_reply():
@@ -196,10 +196,10 @@ def test_a_confirmed_reply_in_one_session_drops_another_sessions_held_reply():
     # A held "What time is it?" at its speech end (1.5 s); B's confirmed reply (1.8 s) dropped it unheard
     assert [m[-1]["content"] for m in llm.asked] == ["What time is it?", "Hello there.", "What time is it?"]
     (turn_a,) = [e.timeline for e in events["a"] if isinstance(e, TurnCompleted)]
-    assert turn_a.extra["preemptive"] == "miss" and turn_a.extra["preemptive_drops"] == ["confirmed_elsewhere"]
+    assert turn_a.head_start.preemptive == "miss" and turn_a.preemptive_drops == ["confirmed_elsewhere"]
     assert turn_a.reply == "It is noon." and turn_a.reply_started_at_s == pytest.approx(2.4)
     (turn_b,) = [e.timeline for e in events["b"] if isinstance(e, TurnCompleted)]
-    assert turn_b.reply == "Hi." and turn_b.extra["preemptive"] == "none"
+    assert turn_b.reply == "Hi." and turn_b.head_start.preemptive == "none"
 
 
 def test_a_session_runs_no_task_before_its_first_audio_and_none_once_closed():

@@ -15,6 +15,7 @@ from headstart.session.components import Components
 from headstart.config import PipelineConfig, SessionConfig
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted
 from headstart.session.reply import ReplyStarted, TurnCompleted
+from headstart.timeline import Continuation
 
 FIRST = "After the tone say you're unavailable..."
 SECOND = "will message and then press the pound key."
@@ -36,7 +37,7 @@ def run(gap_s: float, audio_after_s: float | None = None, first: str = FIRST):
     """The two utterances `gap_s` apart (from the first's end of turn, at 1.4 s); the first reply's
     audio starts playing `audio_after_s` after that end of turn (None: no reply makes a sound before
     the second turn has ended). Through the session's public API only. Returns (history, ReplyStarted
-    texts, [the first turn's extra, the second's])."""
+    texts, [the first turn's timeline, the second's])."""
     from headstart.session.session import Session
 
     clock = FakeClock()
@@ -64,7 +65,7 @@ def run(gap_s: float, audio_after_s: float | None = None, first: str = FIRST):
         await asyncio.wait_for(consumer, 10)
         started = [e.transcript for e in events if isinstance(e, ReplyStarted)]
         turns = [e.timeline for e in events if isinstance(e, TurnCompleted)]
-        return list(session.history), started, [turns[0].extra, turns[-1].extra]
+        return list(session.history), started, [turns[0], turns[-1]]
 
     try:
         return asyncio.run(main())
@@ -73,18 +74,18 @@ def run(gap_s: float, audio_after_s: float | None = None, first: str = FIRST):
 
 
 def test_speech_that_cuts_off_an_unheard_reply_continues_the_users_message():
-    history, started, extras = run(gap_s=0.5)
+    history, started, turns = run(gap_s=0.5)
     joined = "After the tone say you're unavailable will message and then press the pound key."
     assert history == [{"role": "user", "content": joined}, {"role": "assistant", "content": ANSWER}]
     assert started == [FIRST, joined]  # the reply is regenerated on the whole
-    assert extras[0]["interrupted"] and extras[0]["heard_text"] == ""
-    assert extras[1]["continues"] == "After the tone say you're unavailable"
+    assert turns[0].interruption is not None and turns[0].interruption.heard_text == ""
+    assert turns[1].continuation == Continuation("After the tone say you're unavailable")
 
 
 def test_a_little_heard_reply_leaves_the_history_with_the_joined_message():
-    history, _, extras = run(gap_s=0.8, audio_after_s=0.2)
+    history, _, turns = run(gap_s=0.8, audio_after_s=0.2)
     assert [m["role"] for m in history] == ["user", "assistant"] and history[0]["content"].endswith(SECOND)
-    assert 0.5 <= extras[0]["played_s"] <= 1.0
+    assert 0.5 <= turns[0].interruption.played_s <= 1.0
 
 
 def test_a_later_turn_is_a_turn_of_its_own():
@@ -94,15 +95,15 @@ def test_a_later_turn_is_a_turn_of_its_own():
 
 
 def test_a_reply_heard_for_longer_is_interrupted_not_continued():
-    history, started, extras = run(gap_s=1.8, audio_after_s=0.2)
-    assert extras[0]["played_s"] == 1.6  # paused at the speech start, 1.6 s into its audio
+    history, started, turns = run(gap_s=1.8, audio_after_s=0.2)
+    assert turns[0].interruption.played_s == 1.6  # paused at the speech start, 1.6 s into its audio
     assert history[1] == {"role": "assistant", "content": "Sure, I will tell them that"}  # what was heard
     assert [m["content"] for m in history if m["role"] == "user"] == [FIRST, SECOND]
-    assert started[-1] == SECOND and "continues" not in extras[1]
+    assert started[-1] == SECOND and turns[1].continuation is None
 
 
 def test_after_a_finished_sentence_the_new_words_are_a_new_turn():
     """A barge-in right after a complete question is a new message, however soon it comes."""
-    history, started, extras = run(gap_s=0.5, first="Go forward 10 meters.")
+    history, started, turns = run(gap_s=0.5, first="Go forward 10 meters.")
     assert [m["content"] for m in history if m["role"] == "user"] == ["Go forward 10 meters.", SECOND]
-    assert started == ["Go forward 10 meters.", SECOND] and "continues" not in extras[1]
+    assert started == ["Go forward 10 meters.", SECOND] and turns[1].continuation is None

@@ -1,4 +1,4 @@
-from headstart.timeline import AudioClockMap, TurnTimeline
+from headstart.timeline import AudioClockMap, EOUCounters, HeadStartOutcome, HeldRelease, TurnTimeline
 
 
 def test_audio_position_maps_to_the_push_time_of_its_frame():
@@ -55,3 +55,38 @@ def test_the_servers_turn_metrics_are_the_timelines_in_ms():
     for key, value in t.metrics().items():
         assert out[key.removesuffix("_s") + "_ms"] == ms(value), key
     assert out["vad_end_to_first_audio_ms"] == 800 and out["turn_end_to_first_audio_ms"] == 550
+
+
+def hit_turn() -> TurnTimeline:
+    """A turn with every record set: a head-start hit, an EOU probability and the EOU counters."""
+    return TurnTimeline(
+        eou_probability=0.9,
+        head_start=HeadStartOutcome("hit", enabled=True, hits=2, misses=1, wasted_tokens=7,
+                                    release=HeldRelease(lead_s=0.75, held_tokens=3, held_audio_s=0.4123)),
+        eou=EOUCounters(computed=4, skipped=1, compute_s=0.0123))
+
+
+def test_the_servers_head_start_figures_read_the_turns_records():
+    from headstart.server.server import head_start_metrics
+
+    out = head_start_metrics(hit_turn())
+    assert list(out.items()) == [
+        ("preemptive", "hit"), ("preemptive_hits", 2), ("preemptive_misses", 1), ("preemptive_wasted_tokens", 7),
+        ("eou_probability", 0.9), ("eou_computed", 4), ("eou_skipped", 1), ("eou_compute_ms", 12.3),
+        ("preemptive_lead_ms", 750.0), ("held_tokens", 3), ("held_audio_ms", 412.3)]
+    # a turn without records: the same keys with their defaults, no release figures
+    assert head_start_metrics(TurnTimeline()) == {
+        "preemptive": "none", "preemptive_hits": 0, "preemptive_misses": 0, "preemptive_wasted_tokens": 0,
+        "eou_probability": None, "eou_computed": 0, "eou_skipped": 0, "eou_compute_ms": 0.0}
+    miss = TurnTimeline(head_start=HeadStartOutcome("miss", enabled=True, hits=0, misses=1, wasted_tokens=5))
+    assert "preemptive_lead_ms" not in head_start_metrics(miss)
+
+
+def test_the_demos_row_has_the_figures_the_turn_has():
+    from headstart.cli.demo import _turn_records
+
+    assert list(_turn_records(hit_turn()).items()) == [
+        ("preemptive_lead_s", 0.75), ("held_tokens", 3), ("held_audio_s", 0.4123), ("preemptive_hits", 2),
+        ("preemptive_misses", 1), ("preemptive_wasted_tokens", 7), ("eou_probability", 0.9), ("eou_computed", 4),
+        ("eou_compute_s", 0.0123)]
+    assert _turn_records(TurnTimeline()) == {}

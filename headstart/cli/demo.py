@@ -41,6 +41,7 @@ from headstart.events import (
     SpeechStarted,
     TokenDelta,
 )
+from headstart.timeline import TurnTimeline
 
 FRAME_S = 0.02
 MAX_WAIT_AFTER_FILE_S = 60.0
@@ -80,7 +81,7 @@ class TurnResult:
     offset_s: float  # where the file starts in the session's audio stream
     speech_end_source: str = "vad"
     vad_speech_end_s: float | None = None  # stream position of the VAD's last end of speech
-    timeline: object | None = None
+    timeline: TurnTimeline | None = None
     done: asyncio.Event = field(default_factory=asyncio.Event)
     audio: list[np.ndarray] = field(default_factory=list)
 
@@ -264,6 +265,23 @@ def _fmt(value: float | None) -> str:
     return "-" if value is None else f"{value * 1000:.0f}"
 
 
+def _turn_records(timeline: TurnTimeline) -> dict[str, float | int]:
+    """The head start's and the EOU service's figures of a turn for its JSON row (seconds), only those
+    the turn has: the release on a hit, the running counters once the end of turn gave a reply."""
+    row: dict[str, float | int] = {}
+    head, eou = timeline.head_start, timeline.eou
+    if head is not None and head.release is not None:
+        row.update(preemptive_lead_s=head.release.lead_s, held_tokens=head.release.held_tokens,
+                   held_audio_s=head.release.held_audio_s)
+    if head is not None:
+        row.update(preemptive_hits=head.hits, preemptive_misses=head.misses, preemptive_wasted_tokens=head.wasted_tokens)
+    if timeline.eou_probability is not None:
+        row["eou_probability"] = timeline.eou_probability
+    if eou is not None:
+        row.update(eou_computed=eou.computed, eou_compute_s=eou.compute_s)
+    return row
+
+
 def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast: bool, quiet: bool) -> dict:
     """Print the latency table; return the JSON object (first turn at top level, all under `turns`)."""
     from rich.console import Console
@@ -294,13 +312,10 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
             "num_tokens": timeline.num_tokens if timeline is not None else 0,
             "reply_audio_s": round(timeline.reply_audio_s, 3) if timeline is not None else 0.0,
             "speech_end_source": result.speech_end_source,
-            "preemptive": timeline.extra.get("preemptive", "none") if timeline is not None else "none",
+            "preemptive": "none" if timeline is None or timeline.head_start is None else timeline.head_start.preemptive,
         }
         if timeline is not None:
-            for key in ("preemptive_lead_s", "held_tokens", "held_audio_s", "preemptive_hits", "preemptive_misses",
-                        "preemptive_wasted_tokens", "eou_probability", "eou_computed", "eou_compute_s"):
-                if key in timeline.extra:
-                    row[key] = timeline.extra[key]
+            row.update(_turn_records(timeline))
         if user_turn.reference is not None:
             row["reference"] = user_turn.reference
         rows.append(row)

@@ -583,22 +583,22 @@ def head_start_metrics(t) -> dict:
     was dropped, "none"), the session's running `preemptive_hits` / `_misses` / `_wasted_tokens`, and
     on a hit `preemptive_lead_ms` (how long before the end of turn it started), `held_tokens`,
     `held_audio_ms` (ready when the turn ended)."""
-    extra = t.extra
+    head, eou = t.head_start, t.eou  # None: no head start outcome / no EOU counters on this turn
     out = {
-        "preemptive": extra.get("preemptive", "none"),
-        "preemptive_hits": extra.get("preemptive_hits", 0),
-        "preemptive_misses": extra.get("preemptive_misses", 0),
-        "preemptive_wasted_tokens": extra.get("preemptive_wasted_tokens", 0),
+        "preemptive": head.preemptive if head is not None else "none",
+        "preemptive_hits": head.hits if head is not None else 0,
+        "preemptive_misses": head.misses if head is not None else 0,
+        "preemptive_wasted_tokens": head.wasted_tokens if head is not None else 0,
         # the EOU signal: the probability the end of turn was decided on (1.0: none known), and the
         # session's running count of estimates computed / skipped (user speaking, stale, priority)
-        "eou_probability": extra.get("eou_probability"),
-        "eou_computed": extra.get("eou_computed", 0),
-        "eou_skipped": extra.get("eou_skipped", 0),
-        "eou_compute_ms": ms(extra.get("eou_compute_s", 0.0)),
+        "eou_probability": t.eou_probability,
+        "eou_computed": eou.computed if eou is not None else 0,
+        "eou_skipped": eou.skipped if eou is not None else 0,
+        "eou_compute_ms": ms(eou.compute_s if eou is not None else 0.0),
     }
-    if "preemptive_lead_s" in extra:
-        out.update(preemptive_lead_ms=ms(extra["preemptive_lead_s"]), held_tokens=extra.get("held_tokens", 0),
-                   held_audio_ms=ms(extra.get("held_audio_s", 0.0)))
+    if head is not None and head.release is not None:
+        out.update(preemptive_lead_ms=ms(head.release.lead_s), held_tokens=head.release.held_tokens,
+                   held_audio_ms=ms(head.release.held_audio_s))
     return out
 
 

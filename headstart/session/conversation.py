@@ -23,7 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from headstart.timeline import TurnTimeline
+from headstart.timeline import Continuation, TurnTimeline
 from headstart.voice.turn_fusion import ending
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ class Conversation:
     def continue_turn(self, turn: TurnTimeline) -> None:
         """A turn that continues the user message its speech cut the reply of: one user message, the
         joined text (a trailing-off mark at the seam dropped) in `turn.transcript`, the joined part in
-        `turn.extra["continues"]`; the reply's heard words leave the history. Else nothing changes."""
+        `turn.continuation`; the reply's heard words leave the history. Else nothing changes."""
         index, self._continuation = self._continuation, None
         history = self.history
         if index is None or index >= len(history) or history[index]["role"] != "user":
@@ -127,7 +127,7 @@ class Conversation:
         before = history[index]["content"].rstrip()
         before = (before[:-3] if before.endswith("...") else before).rstrip("…-–—, ")
         del history[index:]
-        turn.extra["continues"] = before
+        turn.continuation = Continuation(before)
         turn.transcript = f"{before} {turn.transcript.lstrip()}".strip()
 
     def clear(self) -> None:

@@ -48,6 +48,7 @@ from headstart.seams import (
     ReplyPrefillEOUModel,
 )
 from headstart.session.llm_lane import LLMPriority
+from headstart.timeline import EOUCounters, TurnTimeline
 
 if TYPE_CHECKING:
     from headstart.llm.engine import LLMEngine
@@ -285,10 +286,10 @@ class EOUService:
         self._cache[key] = future
         return future
 
-    def record(self, turn) -> None:
-        """The session's counters into `turn.extra` (eou_computed, eou_skipped, eou_compute_s)."""
-        turn.extra.update(eou_computed=self.stats.computed, eou_skipped=self.stats.skipped,
-                          eou_compute_s=round(self.stats.compute_s, 4))
+    def record(self, turn: TurnTimeline) -> None:
+        """The session's counters so far into `turn.eou`."""
+        turn.eou = EOUCounters(computed=self.stats.computed, skipped=self.stats.skipped,
+                               compute_s=round(self.stats.compute_s, 4))
 
     # -- internals ------------------------------------------------------------------------------------
     def _model_applies(self) -> bool:

@@ -42,7 +42,7 @@ from headstart.session.preemption import (
     Release,
     same_text,
 )
-from headstart.timeline import TurnTimeline
+from headstart.timeline import HeadStartOutcome, HeldRelease, TurnTimeline
 
 if TYPE_CHECKING:
     from headstart.session.reply import Reply
@@ -168,8 +168,8 @@ class HeadStart:
     def end_of_turn(self, turn: TurnTimeline) -> Reply | None:
         """The turn is over with `turn.transcript`: the held reply to release (a hit: the caller calls
         its `release(turn)`), or None (a miss or nothing held: the caller generates the reply, from
-        `take_live()` when it gives one). Writes the turn's `preemptive` outcome and, on a hit,
-        `preemptive_lead_s`, `held_tokens`, `held_audio_s` into `turn.extra`."""
+        `take_live()` when it gives one). Sets `turn.head_start`: the outcome, the session's counters and,
+        on a hit, what the released reply had ready."""
         held, release = self._held, None
         for decision in self.policy.end_of_turn(turn.transcript):
             if isinstance(decision, Release):
@@ -186,12 +186,13 @@ class HeadStart:
             self.stats.misses += 1
             self.policy.outcome = "miss"
             self._drop("history_changed")
-        turn.extra["preemptive"] = self.policy.take_outcome()
-        self.record(turn)
-        if released is not None:
-            turn.extra["preemptive_lead_s"] = round(release.lead_s, 4)
-            turn.extra["held_tokens"] = released.held_tokens
-            turn.extra["held_audio_s"] = round(released.synthesised_s, 4)
+        ready = None
+        if released is not None and release is not None:
+            ready = HeldRelease(lead_s=round(release.lead_s, 4), held_tokens=released.held_tokens,
+                                held_audio_s=round(released.synthesised_s, 4))
+        turn.head_start = HeadStartOutcome(
+            preemptive=self.policy.take_outcome(), enabled=self.enabled, hits=self.stats.hits,
+            misses=self.stats.misses, wasted_tokens=self.stats.wasted_tokens, release=ready)
         return released
 
     def take_live(self) -> LLMTurn | None:
@@ -227,11 +228,6 @@ class HeadStart:
         if live is not None:
             with contextlib.suppress(RuntimeError):  # the executors are already shut down
                 live.close()
-
-    def record(self, turn: TurnTimeline) -> None:
-        """The session's counters into `turn.extra` (head_start, preemptive_hits/misses/wasted_tokens)."""
-        turn.extra.update(head_start=self.enabled, preemptive_hits=self.stats.hits,
-                          preemptive_misses=self.stats.misses, preemptive_wasted_tokens=self.stats.wasted_tokens)
 
     # -- internals ------------------------------------------------------------------------------------
     def _ensure_live(self) -> LLMTurn | None:
@@ -280,4 +276,4 @@ class HeadStart:
             return
         reply.cancel(reason, 0.0)
         self.stats.wasted_tokens += reply.num_generated_tokens
-        reply.turn.extra.setdefault("preemptive_drops", []).append(reason)
+        reply.turn.preemptive_drops.append(reason)

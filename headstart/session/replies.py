@@ -30,7 +30,7 @@ from headstart.seams import LLMReplyStream, LLMTurn
 from headstart.session.conversation import Conversation
 from headstart.session.echo import EchoGuard, echo_text
 from headstart.session.reply import Reply, ReplyEvent, ReplyInterrupted, TurnCompleted
-from headstart.timeline import TurnTimeline
+from headstart.timeline import Interruption, TurnTimeline
 from headstart.session.turntaking import Action, AgentState, Interrupt, Pause, Resume, TurnTaking
 
 _reply_ids = itertools.count(1)
@@ -214,7 +214,7 @@ class Replies:
         self._conversation.interrupted(reply.history_index, heard)
         turn = reply.turn
         self._conversation.cut_off(turn.end_of_turn_at_s, self._speech_started_at(), played_s, reason)
-        turn.extra.update(interrupted=True, interrupt_reason=reason, played_s=round(played_s, 3), heard_text=heard)
+        turn.interruption = Interruption(reason=reason, played_s=round(played_s, 3), heard_text=heard)
         if not reply.finished:
             turn.reply = heard
             turn.reply_done_at_s = self._clock.now()

@@ -23,7 +23,7 @@ The session routes; three handles per session do the work (docs/server.md "Who d
 `Reply` (headstart/session/reply.py) owns its LLM → TTS → paced-audio pipeline, and the session's `Replies`
 (headstart/session/replies.py) make them and hold the one that has the floor; the `HeadStart`
 (headstart/session/head_start.py) prefills the user's turn while they speak and may start a *held* reply that
-the end of turn releases (a hit) or drops (`TurnCompleted.timeline.extra["preemptive"]`); the
+the end of turn releases (a hit) or drops (`TurnCompleted.timeline.head_start.preemptive`); the
 `EOUService` (headstart/session/eou.py) estimates whether the user's text reads complete, for the
 listener's endpointer and the head start. `Listening` (headstart/session/listening.py) runs the listener.
 Sessions share the llm thread through `Components.llm_priority` (confirmed replies first); the chat is
@@ -424,7 +424,7 @@ class Session:
         elif isinstance(event, EndOfTurn):
             turn = self._current_turn()
             turn.end_of_turn_at_s = now
-            turn.extra["eou_probability"] = event.eou_probability
+            turn.eou_probability = event.eou_probability
             self._turn = None
             self.eou.new_utterance()
             actions = tt.end_of_turn(turn.transcript)
