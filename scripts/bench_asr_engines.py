@@ -12,8 +12,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from headstart.bench import asr as bench_asr
+from headstart.cli.bench import asr as bench_asr_cli
+from headstart.cli.options import options_from_args
 
 KEYS = ("wer", "partial_p50_s", "partial_p90_s", "final_delay_p50_s", "final_after_vad_p50_s", "final_after_vad_p90_s",
         "eou_delay_p50_s", "eou_delay_p90_s", "eou_decision_delay_p50_s", "turns_ended_within_0_6_s",
@@ -23,14 +26,15 @@ KEYS = ("wer", "partial_p50_s", "partial_p90_s", "final_delay_p50_s", "final_aft
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    bench_asr.add_arguments(parser)
+    bench_asr_cli.add_arguments(parser)
     parser.add_argument("--models", nargs="+", required=True, help="ASR models (presets or folders), run in this order")
     args = parser.parse_args(argv)
     if args.model:
         parser.error("pass --models, not --model")
+    options = options_from_args(bench_asr.AsrBenchOptions, args)
     out = {}
     for model in args.models:
-        run_args = argparse.Namespace(**{**vars(args), "model": model, "json": False})
+        run_args = replace(options, model=model, json=False)
         print(f"== {model} ==", flush=True)
         out[model] = bench_asr.run(run_args, log=lambda *a, **k: print(*a, **k, flush=True))
     print()

@@ -15,8 +15,11 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 
 from headstart.bench import asr as bench_asr
+from headstart.cli.bench import asr as bench_asr_cli
+from headstart.cli.options import options_from_args
 
 KEYS = ("wer", "final_delay_p50_s", "eou_delay_p50_s", "eou_delay_p90_s", "eou_decision_delay_p50_s",
         "false_cutoff_rate", "false_cutoff_noise", "false_cutoff_zero", "eou_call_p50_s", "acoustic_call_p50_s",
@@ -25,7 +28,7 @@ KEYS = ("wer", "final_delay_p50_s", "eou_delay_p50_s", "eou_delay_p90_s", "eou_d
 
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
-    bench_asr.add_arguments(parser)
+    bench_asr_cli.add_arguments(parser)
     parser.add_argument("--fusion-model", default="smart-turn-v3.2")
     args = parser.parse_args(argv)
     if args.acoustic_model:
@@ -33,9 +36,10 @@ def main(argv: list[str]) -> int:
     from headstart.config import EndpointConfig
 
     mode = args.acoustic_mode or EndpointConfig().acoustic_mode
+    options = options_from_args(bench_asr.AsrBenchOptions, args)
     out = {}
     for name, model in (("text", "none"), (mode, args.fusion_model)):
-        run_args = argparse.Namespace(**{**vars(args), "acoustic_model": model, "json": False})
+        run_args = replace(options, acoustic_model=model, json=False)
         print(f"== {name} ==", flush=True)
         out[name] = bench_asr.run(run_args, log=lambda *a, **k: print(*a, **k, flush=True))
     print()

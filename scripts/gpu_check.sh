@@ -63,7 +63,7 @@ else
 fi
 
 echo "== 2/2 stage costs and the voice-to-voice floor" | tee -a "$LOG"
-"$PY" -m headstart.bench.stages "$@" 2>&1 | tee -a "$LOG"
+"$PY" -m headstart.cli.bench.stages "$@" 2>&1 | tee -a "$LOG"
 rc=${PIPESTATUS[0]}
 [ "$rc" -eq 0 ] || { echo "gpu_check: the stage bench failed (exit $rc)" | tee -a "$LOG"; status=1; }
 if [ "$LOG" != /dev/null ]; then grep '^{"bench": "stages"' "$LOG" | tail -1 > "$OUT/stages.json"; fi

@@ -9,13 +9,21 @@ import json
 import pytest
 
 from headstart.bench import answers as bench
-from headstart.bench.answers import Item, check, content_faults, load_items, sentences, spoken_form_faults
+from headstart.bench.answers import (
+    Item,
+    check,
+    content_faults,
+    load_items,
+    sentences,
+    spoken_form_faults,
+)
+from headstart.cli.bench import answers as bench_cli
 from tests.prepared import model_path
 
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     return parser.parse_args(list(argv))
 
 
@@ -145,11 +153,11 @@ def test_sentences_split_at_ends_not_at_decimals_initials_or_list_numbers():
 
 
 def test_bad_arguments_are_clear_errors(capsys):
-    assert bench.run_from_args(_args("--threads", "0")) == 2
-    assert bench.run_from_args(_args("--kinds", "fact,nope")) == 2
-    assert bench.run_from_args(_args("--prompt", "no-such-prompt")) == 2
+    assert bench_cli.run_from_args(_args("--threads", "0")) == 2
+    assert bench_cli.run_from_args(_args("--kinds", "fact,nope")) == 2
+    assert bench_cli.run_from_args(_args("--prompt", "no-such-prompt")) == 2
     assert "no-such-prompt" in capsys.readouterr().err
-    assert bench.run_from_args(_args("--model", "no-such-model-xyz", "--json")) == 1
+    assert bench_cli.run_from_args(_args("--model", "no-such-model-xyz", "--json")) == 1
     assert "no-such-model-xyz" in capsys.readouterr().err
 
 
@@ -158,7 +166,7 @@ def test_a_small_real_run_scores_the_session_replies(capsys, tmp_path):
     model_path("smollm2-135m")  # or a skip: not prepared
     prompt = tmp_path / "tiny.txt"
     prompt.write_text("Answer in one word.")
-    code = bench.run_from_args(_args("--model", "smollm2-135m", "--kinds", "fact,followup", "--limit", "1",
+    code = bench_cli.run_from_args(_args("--model", "smollm2-135m", "--kinds", "fact,followup", "--limit", "1",
                                      "--prompt", "current", "--prompt", f"file:{prompt}", "--max-new-tokens", "24",
                                      "--json"))
     assert code == 0

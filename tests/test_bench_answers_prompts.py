@@ -9,8 +9,8 @@ import json
 
 import pytest
 
-from headstart.bench import answers as bench
 from headstart.bench.answers import PROMPTS, item_overlap, load_items
+from headstart.cli.bench import answers as bench_cli
 from headstart.config import LLMConfig
 from tests.prepared import model_path
 
@@ -35,10 +35,10 @@ def test_a_prompt_that_copies_an_item_is_caught_but_a_shared_template_is_not():
 def test_a_run_reports_the_turn_ttft_with_the_system_prompt_cached(capsys):
     model_path("smollm2-135m")  # or a skip: not prepared
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     args = parser.parse_args(["--model", "smollm2-135m", "--kinds", "fact", "--limit", "1", "--prompt", "previous",
                               "--prompt", "fewshot", "--max-new-tokens", "8", "--json"])
-    assert bench.run_from_args(args) == 0
+    assert bench_cli.run_from_args(args) == 0
     short, long = json.loads(capsys.readouterr().out.strip().splitlines()[-1])["runs"]
     assert long["session_prefill_tokens"] > 3 * short["session_prefill_tokens"]
     # seconds to a turn's first token once the session's prefix is cached, for each prompt

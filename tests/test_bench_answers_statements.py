@@ -8,8 +8,8 @@ import argparse
 
 import pytest
 
-from headstart.bench import answers as bench
 from headstart.bench.answers import Item, check, half, load_items
+from headstart.cli.bench import answers as bench_cli
 
 REFUSAL_LINE = "Sorry, I can't do that, I can only talk."  # the default prompt's quoted refusal
 
@@ -65,7 +65,7 @@ def test_halves_follow_the_ids_final_number_and_adding_items_moves_none():
 
 def test_the_half_option_is_checked():
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     assert parser.parse_args(["--half", "B"]).half == "B"
     with pytest.raises(SystemExit):
         parser.parse_args(["--half", "C"])

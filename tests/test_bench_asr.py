@@ -9,6 +9,7 @@ import pytest
 
 from headstart.audio import write_wav
 from headstart.bench import asr as bench
+from headstart.cli.bench import asr as bench_cli
 
 
 def test_input_dir_errors_are_clear(tmp_path):
@@ -41,20 +42,20 @@ def test_room_noise_is_quiet_but_not_digital_zero():
 
 def test_arguments():
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     args = parser.parse_args(["--json", "--input-dir", "x", "--endpointing", "silence", "--limit", "2"])
     assert args.json and args.input_dir == "x" and args.endpointing == "silence" and args.limit == 2
 
 
 def test_no_streaming_switch():
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     assert parser.parse_args(["--no-streaming"]).no_streaming and not parser.parse_args([]).no_streaming
 
 
 def test_eou_model_switches_default_to_the_session_and_the_heads_thresholds():
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     args = parser.parse_args([])
     assert args.llm is None and args.quantize is None and args.eou_thresholds == "head"
     args = parser.parse_args(["--llm", "smollm2-135m", "--quantize", "none", "--eou-thresholds", "config"])
@@ -89,7 +90,7 @@ def test_cpu_timing_counts_process_cpu_time_one_job_at_a_time(monkeypatch):
     out, cost = bench._Sim("wall").measure(lambda: "y")
     assert (out, cost) == ("y", 0.75)
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     assert parser.parse_args([]).timing == "wall" and parser.parse_args(["--timing", "cpu"]).timing == "cpu"
 
 
@@ -155,7 +156,7 @@ def test_the_bench_streams_each_engine_by_its_own_settings_and_counts_its_passes
     frequent = asyncio.run(bench._stream(audio, FrequentASR(), config, None, timing="cpu"))
     assert plain.asr_passes >= 5 and frequent.asr_passes >= 2 * plain.asr_passes, (plain.asr_passes, frequent.asr_passes)
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     assert parser.parse_args([]).model is None  # ASRConfig.model, the session's default engine
 
 
@@ -163,7 +164,7 @@ def test_eou_head_file_option_reads_a_head_for_the_eou_llm_only(tmp_path):
     from headstart.llm.eou_head import weights_path
 
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     assert parser.parse_args([]).eou_head is None
     path = str(weights_path("qwen2.5-coder-0.5b", packaged=True))
     assert parser.parse_args(["--eou-head", path]).eou_head == path

@@ -220,7 +220,7 @@ def test_tracked_components_share_the_models_and_threads():
 def test_simulate_refuses_a_server(capsys):
     import argparse
 
-    from headstart.bench.conversation.run import add_arguments, run_from_args
+    from headstart.cli.bench.conversation import add_arguments, run_from_args
 
     parser = argparse.ArgumentParser()
     add_arguments(parser)

@@ -10,6 +10,7 @@ import re
 import pytest
 
 from headstart.bench import llm as bench
+from headstart.cli.bench import llm as bench_cli
 from tests.prepared import model_path
 
 KEYS = {"ttft_cold_s", "ttft_incremental_s", "ttft_head_start_s", "ttft_reduction", "decode_tok_per_s",
@@ -18,13 +19,13 @@ KEYS = {"ttft_cold_s", "ttft_incremental_s", "ttft_head_start_s", "ttft_reductio
 
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    bench.add_arguments(parser)
+    bench_cli.add_arguments(parser)
     return parser.parse_args(list(argv))
 
 
 def test_bad_arguments_and_unknown_models_are_clear_errors(capsys):
-    assert bench.run_from_args(_args("--threads", "0")) == 2
-    assert bench.run_from_args(_args("--model", "no-such-model-xyz", "--json")) == 1
+    assert bench_cli.run_from_args(_args("--threads", "0")) == 2
+    assert bench_cli.run_from_args(_args("--model", "no-such-model-xyz", "--json")) == 1
     assert "no-such-model-xyz" in capsys.readouterr().err
 
 
@@ -41,7 +42,7 @@ def test_key_facts_match_right_answers_and_not_wrong_ones():
 @pytest.mark.slow
 def test_a_small_run_prints_the_json_line(capsys):
     model_path("smollm2-135m")  # or a skip: not prepared
-    code = bench.run_from_args(_args("--model", "smollm2-135m", "--repeats", "1", "--decode-tokens", "6",
+    code = bench_cli.run_from_args(_args("--model", "smollm2-135m", "--repeats", "1", "--decode-tokens", "6",
                                      "--no-quality", "--json"))
     assert code == 0
     result = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
@@ -68,4 +69,4 @@ def test_first_divergence_index():
 def test_divergence_option_parses():
     args = _args("--divergence", "--divergence-tokens", "5", "--quantize", "none")
     assert args.divergence and args.divergence_tokens == 5 and args.quantize == "none"
-    assert bench.run_from_args(_args("--divergence-tokens", "0")) == 2
+    assert bench_cli.run_from_args(_args("--divergence-tokens", "0")) == 2

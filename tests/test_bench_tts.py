@@ -9,12 +9,13 @@ import shutil
 import pytest
 
 from headstart.bench import tts as bench_tts
+from headstart.cli.bench import tts as bench_tts_cli
 
 
 def _run(capsys, *argv: str) -> tuple[int, list[str]]:
     parser = argparse.ArgumentParser()
-    bench_tts.add_arguments(parser)
-    rc = bench_tts.run_from_args(parser.parse_args(list(argv)))
+    bench_tts_cli.add_arguments(parser)
+    rc = bench_tts_cli.run_from_args(parser.parse_args(list(argv)))
     return rc, capsys.readouterr().out.strip().splitlines()
 
 

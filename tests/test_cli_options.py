@@ -36,7 +36,7 @@ def test_demo_option_reaches_the_llm_config():
         parser.parse_args(["--llm-quantize", "int4"])
 
 
-@pytest.mark.parametrize("module", ["server", "mic"])
+@pytest.mark.parametrize("module", ["serve", "mic"])
 def test_serve_and_mic_take_the_option_too(module):
     import argparse
     import importlib
@@ -44,7 +44,7 @@ def test_serve_and_mic_take_the_option_too(module):
     from headstart.cli.options import build_config
 
     parser = argparse.ArgumentParser()
-    importlib.import_module(f"headstart.{module}").add_arguments(parser)
+    importlib.import_module(f"headstart.cli.{module}").add_arguments(parser)
     assert build_config(parser.parse_args(["--llm-quantize", "none"])).llm.quantize == "none"
     assert build_config(parser.parse_args([])).llm.dtype == "auto"
     assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"

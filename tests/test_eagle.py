@@ -273,7 +273,7 @@ def test_speedup_bound_arithmetic():
 def test_bench_partial_eagle_names_the_training_command_when_no_network(tmp_path, capsys):
     import argparse
 
-    from headstart.bench import partial
+    from headstart.cli.bench import partial
     from headstart.models.store import ModelError, resolve_model
 
     try:

@@ -203,7 +203,7 @@ def test_fit_veto_takes_the_steepest_step_with_a_margin_to_both_sides():
 def test_bench_asr_takes_the_mode_and_the_threshold():
     import argparse
 
-    from headstart.bench import asr as bench_asr
+    from headstart.cli.bench import asr as bench_asr
 
     parser = argparse.ArgumentParser()
     bench_asr.add_arguments(parser)

@@ -26,7 +26,6 @@ that prefill cached (`_turn_ttft`: what the prompt's length costs per turn), the
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -40,10 +39,24 @@ from pathlib import Path
 from headstart.bench.answer_prompts import PROMPTS  # re-exported: the --prompt names
 from headstart.config import LLMConfig, ThreadPlan
 
-__all__ = ["HALVES", "KINDS", "PROMPTS", "Item", "Verdict", "add_arguments", "check", "content_faults", "half",
-           "item_overlap",
-           "load_items",
-           "normalize", "prompt_copy", "run_from_args", "sentences", "spoken_form_faults"]
+__all__ = [
+    "HALVES",
+    "KINDS",
+    "PROMPTS",
+    "AnswersBenchOptions",
+    "Item",
+    "Verdict",
+    "check",
+    "content_faults",
+    "half",
+    "item_overlap",
+    "load_items",
+    "main",
+    "normalize",
+    "prompt_copy",
+    "sentences",
+    "spoken_form_faults",
+]
 
 KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled", "statement")
 HALVES = ("A", "B")
@@ -417,42 +430,27 @@ def _prompt_text(spec: str) -> tuple[str, str]:
     return spec, PROMPTS[spec]
 
 
-def _soft(value: str) -> int | None:
-    if value.lower() == "none":
-        return None
-    number = int(value)
-    if number < 1:
-        raise argparse.ArgumentTypeError("must be >= 1 or 'none'")
-    return number
+@dataclass(frozen=True, slots=True)
+class AnswersBenchOptions:
+    """The options of `headstart bench answers`; their meaning and defaults: its `--help` (headstart/cli/)."""
+
+    model: tuple[str, ...] | None
+    prompt: tuple[str, ...] | None
+    soft_max_tokens: tuple[int | None, ...] | None
+    max_new_tokens: int
+    kinds: str
+    limit: int | None
+    half: str | None
+    items: str | None
+    threads: int
+    dtype: str
+    quantize: str
+    speculative: str
+    all_answers: bool
+    json: bool
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", action="append", default=None,
-                        help=f"LLM preset, folder or prepared hub id; repeat for several (default {LLMConfig().model})")
-    parser.add_argument("--prompt", action="append", default=None,
-                        help=f"system prompt: {', '.join(PROMPTS)} or file:PATH; repeat for several (default current, "
-                             "LLMConfig.system_prompt)")
-    parser.add_argument("--soft-max-tokens", type=_soft, action="append", default=None,
-                        help=f"soft token budget (an int or 'none'); repeat for several (default "
-                             f"{LLMConfig().soft_max_tokens}, LLMConfig.soft_max_tokens)")
-    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens, help="hard token limit")
-    parser.add_argument("--kinds", default=",".join(KINDS),
-                        help=f"comma-separated kinds (default all: {','.join(KINDS)})")
-    parser.add_argument("--limit", type=int, default=None, help="at most this many items per kind")
-    parser.add_argument("--half", choices=HALVES, default=None,
-                        help="only the items of one half (A: ids ending in an odd number, B: even; default both)")
-    parser.add_argument("--items", default=None, help="answers data file (default: the packaged answers.json)")
-    parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.cli.options import add_llm_precision_arguments
-
-    add_llm_precision_arguments(parser, bench=True)
-    parser.add_argument("--speculative", choices=["none", "prompt_lookup"], default=LLMConfig().speculative,
-                        help="the session's exact speculative decoder (the text is plain greedy's either way)")
-    parser.add_argument("--all-answers", action="store_true", help="print every answer, not only the failures")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
-
-
-def run_from_args(args: argparse.Namespace) -> int:
+def main(args: AnswersBenchOptions) -> int:
     def log(message: str) -> None:
         if not args.json:
             print(message, file=sys.stderr, flush=True)

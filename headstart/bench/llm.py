@@ -15,49 +15,45 @@ A table, then one JSON line. The machine is shared: compare ratios within one ru
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
 import sys
 import time
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from headstart.bench.machine import cpu_description
 from headstart.config import LLMConfig, ThreadPlan
-from headstart.corpus.texts import CONVERSATION, DECODE_PROMPTS, FINAL_USER_TEXT, QUESTIONS
+from headstart.corpus.texts import (
+    CONVERSATION,
+    DECODE_PROMPTS,
+    FINAL_USER_TEXT,
+    QUESTIONS,
+)
 
-__all__ = ["add_arguments", "run_from_args", "QUESTIONS", "CONVERSATION"]
+__all__ = ["CONVERSATION", "QUESTIONS", "LLMBenchOptions", "main"]
 
 # Known draft models (same tokenizer, smaller) for a target.
 DRAFTS = {"qwen2.5-coder-1.5b": "qwen2.5-coder-0.5b"}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from headstart.bench import llm_remote
+@dataclass(frozen=True, slots=True)
+class LLMBenchOptions:
+    """The options of `headstart bench llm` (a local model); their meaning and defaults: its `--help` (headstart/cli/)."""
 
-    llm_remote.add_arguments(parser)  # --llm openai://HOST:PORT/MODEL: a remote engine (bench/llm_remote.py)
-    parser.add_argument("--model", default=LLMConfig().model, help="LLM preset, folder or prepared hub id")
-    parser.add_argument("--draft", default=None,
-                        help="draft model for speculative decoding (default: the known pair's draft, if any; "
-                             "'none' to skip)")
-    parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help="torch threads")
-    from headstart.cli.options import add_llm_precision_arguments
-
-    add_llm_precision_arguments(parser, bench=True)
-    parser.add_argument("--draft-quantize", choices=["auto", "int8", "none"], default="auto",
-                        help="quantise only the draft model (LLMConfig.draft_quantize; auto: int8 for an fp32 "
-                             "drafter on CPU); the output stays exact")
-    parser.add_argument("--decode-tokens", type=int, default=48, help="tokens per decode measurement")
-    parser.add_argument("--repeats", type=int, default=3, help="TTFT repeats (median)")
-    parser.add_argument("--speculate-k", type=int, default=None, help="draft length k (default: 4 lookup, 3 model)")
-    parser.add_argument("--no-quality", action="store_true", help="skip the answer-quality questions")
-    parser.add_argument("--divergence", action="store_true",
-                        help="also load the model in float32 (reference) and bfloat16 and report, per short "
-                             "prompt, the first greedy token where bf16 (and the int8 engine) diverge from "
-                             "float32 (bf16 is ~60x slower on an AVX2-only CPU: use a small model)")
-    parser.add_argument("--divergence-tokens", type=int, default=12, help="greedy tokens per divergence prompt")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    model: str
+    draft: str | None
+    threads: int
+    dtype: str
+    quantize: str
+    draft_quantize: str
+    decode_tokens: int
+    repeats: int
+    speculate_k: int | None
+    no_quality: bool
+    divergence: bool
+    divergence_tokens: int
+    json: bool
 
 
 def _partials(text: str) -> list[str]:
@@ -266,13 +262,14 @@ def _quality(engine, config) -> dict:
     return {"score": right / len(QUESTIONS), "right": right, "total": len(QUESTIONS), "answers": answers}
 
 
-def run_from_args(args: argparse.Namespace) -> int:
-    if getattr(args, "llm", None):
-        from headstart.bench import llm_remote
-
-        return llm_remote.run_from_args(args)
+def main(args: LLMBenchOptions) -> int:
     from headstart.llm.engine import LLMEngine
-    from headstart.llm.speculative import Decoder, DraftingPolicy, DraftModelDrafter, PromptLookupDrafter
+    from headstart.llm.speculative import (
+        Decoder,
+        DraftingPolicy,
+        DraftModelDrafter,
+        PromptLookupDrafter,
+    )
     from headstart.models.store import ModelError
 
     def log(message: str) -> None:
@@ -320,7 +317,9 @@ def run_from_args(args: argparse.Namespace) -> int:
     if draft is not None:
         methods["draft_model"] = Decoder(engine, DraftModelDrafter(draft, engine), args.speculate_k or 3,
                                          DraftingPolicy())
-    from headstart.bench.partial import trained_self_drafter  # partial-layer: a row when a head is trained
+    from headstart.bench.partial import (
+        trained_self_drafter,  # partial-layer: a row when a head is trained
+    )
 
     self_drafter = trained_self_drafter(engine, args.model)
     if self_drafter is not None:

@@ -18,28 +18,30 @@ the history only. A table, then one JSON line. Run it against an engine nobody e
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import statistics
 import sys
 import time
 import uuid
+from dataclasses import dataclass
 
 from headstart.config import LLMConfig
 
-__all__ = ["add_arguments", "run_from_args"]
+__all__ = ["RemoteLLMBenchOptions", "main"]
 
 OTHER_USER_TEXT = "Actually, never mind that. Could you remind me which tram goes past the cathedral?"
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The remote-only options (added to `bench llm`'s parser)."""
-    parser.add_argument("--llm", default=None, metavar="openai://HOST:PORT/MODEL",
-                        help="measure a remote OpenAI-compatible engine instead of a local model "
-                             "(API key: $HEADSTART_OPENAI_API_KEY or $OPENAI_API_KEY)")
-    parser.add_argument("--lead-ms", type=float, default=300.0,
-                        help="with --llm: how long before the end of turn the preemptive request starts")
+@dataclass(frozen=True, slots=True)
+class RemoteLLMBenchOptions:
+    """The options of `headstart bench llm --llm URL`; their meaning and defaults: its `--help` (headstart/cli/)."""
+
+    llm: str
+    lead_ms: float
+    repeats: int
+    decode_tokens: int
+    json: bool
 
 
 def _partials(text: str) -> list[str]:
@@ -62,9 +64,8 @@ async def _first_token(stream, max_tokens: int) -> tuple[float | None, float | N
 
 
 async def _measure(llm, config: LLMConfig, repeats: int, lead_s: float, tokens: int, log) -> dict:
-    from headstart.llm.remote import RemoteReplyStream
-
     from headstart.corpus.texts import CONVERSATION, FINAL_USER_TEXT
+    from headstart.llm.remote import RemoteReplyStream
 
     cold, plain, warm, preemptive, held_ttft, tpot, warmups = [], [], [], [], [], [], []
     for r in range(repeats):
@@ -123,7 +124,7 @@ async def _measure(llm, config: LLMConfig, repeats: int, lead_s: float, tokens: 
     }
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def main(args: RemoteLLMBenchOptions) -> int:
     """`bench llm --llm URL`: measure, print the table and the JSON line. Exit 1 when the engine
     cannot be reached (the message says why), 2 for bad arguments."""
     import os

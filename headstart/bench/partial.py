@@ -21,48 +21,38 @@ GPU here: this machine has none.
 
 from __future__ import annotations
 
-import argparse
+from dataclasses import dataclass
 import json
 import statistics
 import sys
 import time
 
-__all__ = ["add_arguments", "run_from_args"]
+__all__ = ["PartialBenchOptions", "main"]
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--exit-layer", type=int, default=None, help="default: n/4 (the head must be trained)")
-    parser.add_argument("--head", default=None, help="head file (default: where train-proposal saves it)")
-    parser.add_argument("--drafter", choices=["head", "eagle"], default="head",
-                        help="head: layers 1..L + a proposal head; eagle: the EAGLE-style network on exit layer L "
-                             "(llm/eagle.py, trained by train-eagle; runs on the int8 default path)")
-    parser.add_argument("--eagle", default=None, help="EAGLE network file (default: where train-eagle saves it)")
-    parser.add_argument("--min-confidence", type=float, default=0.0, help="eagle: stop drafting below this top probability")
-    parser.add_argument("--system-prompt", default=None,
-                        help="eagle: the system prompt of the decode prompts (default: LLMConfig's; the network "
-                             "drafts best after the one it was trained with, train-eagle --system-prompt)")
-    parser.add_argument("--verify-costs", action="store_true",
-                        help="instead: the cost of a verify of k = 1..9 positions, of layers 1..L and of one EAGLE "
-                             "step against one decode step, and the speed-up bound (bench/verify_costs.py)")
-    parser.add_argument("--k", type=int, default=3, help="draft tokens per verify step")
-    parser.add_argument("--decode-tokens", type=int, default=32)
-    parser.add_argument("--prompts", type=int, default=3, help="how many of the bench's decode prompts (1-3)")
-    parser.add_argument("--thresholds", default="0.5,0.7,0.9", help="early-exit confidence thresholds")
-    parser.add_argument("--device", default="cpu", help="cpu or cuda")
-    from headstart.llm.precision import DTYPE_CHOICES, QUANTIZE_CHOICES
+@dataclass(frozen=True, slots=True)
+class PartialBenchOptions:
+    """The options of `headstart bench partial`; their meaning and defaults: its `--help` (headstart/cli/)."""
 
-    parser.add_argument("--llm-dtype", "--dtype", dest="dtype", choices=DTYPE_CHOICES, default="float32")
-    parser.add_argument("--llm-quantize", dest="quantize", choices=QUANTIZE_CHOICES, default=None,
-                        help="int8 Linear layers for the model (default none for --drafter head: the proposal head "
-                             "was trained on float32 features; auto, the int8 default path, for --drafter eagle and "
-                             "--verify-costs)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--history-turns", type=int, default=0,
-                        help="instead: the KV-cache memory curve of an N-turn chat, bounded vs unbounded "
-                             "(tokenizer only, no forward; the engine's cache holds exactly the rendered prompt)")
-    parser.add_argument("--max-history-tokens", type=int, default=512, help="budget for --history-turns")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+    model: str
+    exit_layer: int | None
+    head: str | None
+    drafter: str
+    eagle: str | None
+    min_confidence: float
+    system_prompt: str | None
+    verify_costs: bool
+    k: int
+    decode_tokens: int
+    prompts: int
+    thresholds: str
+    device: str
+    dtype: str
+    quantize: str | None
+    threads: int
+    history_turns: int
+    max_history_tokens: int
+    json: bool
 
 
 def _sync(device: str) -> None:
@@ -121,7 +111,7 @@ def _timed(gen, device: str) -> tuple[list[int], float, float]:
     return out, first_s, time.perf_counter() - t0 - first_s
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def main(args: PartialBenchOptions) -> int:
     from headstart.corpus.texts import CONVERSATION, DECODE_PROMPTS
     from headstart.config import LLMConfig, ThreadPlan
     from headstart.llm.early_exit import EarlyExitDecoder
@@ -244,7 +234,7 @@ def _print_table(r: dict) -> None:
               f"{e['ttft_s']:>9.4f}{e['same_as_plain']:>9.0%}")
 
 
-def _history_curve(args: argparse.Namespace) -> int:
+def _history_curve(args: PartialBenchOptions) -> int:
     """Prompt tokens (= KV-cache positions at the end of prefill) and KV bytes per turn over a long chat
     of varied turns, with and without the bounded history; re-prefilled tokens per turn (the cost of
     each eviction)."""
@@ -322,7 +312,7 @@ def trained_self_drafter(engine, model: str):
         return None
 
 
-def _load_engine(args: argparse.Namespace, quantize: str | None):
+def _load_engine(args: PartialBenchOptions, quantize: str | None):
     from headstart.config import LLMConfig, ThreadPlan
     from headstart.llm.engine import LLMEngine
     from headstart.models.store import resolve_model
@@ -341,12 +331,12 @@ def _bench_prompts(engine, config, count: int) -> list[list[int]]:
                                                     config.system_prompt)) for t in DECODE_PROMPTS[:max(1, count)]]
 
 
-def _quantize_arg(args: argparse.Namespace) -> str:
+def _quantize_arg(args: PartialBenchOptions) -> str:
     # the EAGLE network and the cost table are about the default path: int8 unless asked otherwise
     return args.quantize or "auto"
 
 
-def _verify_costs(args: argparse.Namespace) -> int:
+def _verify_costs(args: PartialBenchOptions) -> int:
     """The cost table of bench/verify_costs.py on the first decode prompt."""
     from headstart.bench.verify_costs import measure_costs, speedup_table
     from headstart.models.store import ModelError
@@ -392,7 +382,7 @@ def _verify_costs(args: argparse.Namespace) -> int:
     return 0
 
 
-def _eagle_run(args: argparse.Namespace) -> int:
+def _eagle_run(args: PartialBenchOptions) -> int:
     """Plain greedy vs speculative decoding with the EAGLE drafter, the same prompts in turn, int8 by
     default: tokens/s, acceptance, accepted per verify, exactness, the drafter's step costs."""
     from headstart.llm.eagle import EagleDrafter, default_eagle_path, load_eagle

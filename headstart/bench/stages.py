@@ -22,13 +22,12 @@ The floor (`v2v_floor`) adds, in series, the final transcript pass, the end-of-t
 until the first clause is complete (the chunk or the cold prompt, then `first_clause_tokens - 1` decode
 steps) and the synthesiser's first audio, for each stack in `headstart/bench/data/v2v_floor.json`, which
 holds the non-LLM figures and their sources. It leaves out the endpointer's silence (a policy, not a
-cost) and any overlap of stages. A table, then one JSON line. Also `python -m headstart.bench.stages`,
+cost) and any overlap of stages. A table, then one JSON line. Also `python -m headstart.cli.bench.stages`,
 which imports neither the server nor the audio stack (for a GPU machine with only torch and transformers).
 """
 
 from __future__ import annotations
 
-import argparse
 import gc
 import json
 import math
@@ -47,7 +46,7 @@ __all__ = [
     "DEFAULT_PRESETS",
     "Floor",
     "StageTiming",
-    "add_arguments",
+    "StagesBenchOptions",
     "build_engine",
     "count_parameters",
     "load_floor_data",
@@ -56,7 +55,6 @@ __all__ = [
     "measure_stages",
     "preset_names",
     "resolve_device",
-    "run_from_args",
     "v2v_floor",
 ]
 
@@ -348,27 +346,26 @@ def _synchronizer(engine: Any) -> Callable[[], None]:
 # -- the command ------------------------------------------------------------------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--device", default="auto", choices=DEVICES,
-                        help="auto: CUDA when torch sees a device, else CPU (default); cuda fails clearly without one")
-    parser.add_argument("--presets", default=",".join(DEFAULT_PRESETS),
-                        help="comma-separated LLM presets (their packaged configs; random weights)")
-    parser.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"),
-                        help="auto: float32 + int8 layers on CPU, bfloat16 on CUDA (LLMConfig.dtype)")
-    parser.add_argument("--quantize", default="auto", choices=("auto", "int8", "none"),
-                        help="LLMConfig.quantize (auto: int8 where the model runs in float32 on a CPU)")
-    parser.add_argument("--repeats", type=int, default=10, help="timed rounds per stage (min and median)")
-    parser.add_argument("--warmup", type=int, default=2, help="untimed rounds first")
-    parser.add_argument("--threads", type=int, default=1, help="torch CPU threads")
-    parser.add_argument("--prompt-tokens", type=int, default=300)
-    parser.add_argument("--chunk-tokens", type=int, default=8)
-    parser.add_argument("--ks", default="2,4,8", help="verify sizes, comma-separated")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--floor-data", default=None, help=f"the non-LLM stage figures (default {FLOOR_DATA})")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+@dataclass(frozen=True, slots=True)
+class StagesBenchOptions:
+    """The options of `headstart bench stages`; their meaning and defaults: its `--help` (headstart/cli/)."""
+
+    device: str
+    presets: str
+    dtype: str
+    quantize: str
+    repeats: int
+    warmup: int
+    threads: int
+    prompt_tokens: int
+    chunk_tokens: int
+    ks: str
+    seed: int
+    floor_data: str | None
+    json: bool
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def main(args: StagesBenchOptions) -> int:
     def log(message: str) -> None:
         if not args.json:
             print(message, file=sys.stderr, flush=True)
@@ -453,7 +450,7 @@ def run_from_args(args: argparse.Namespace) -> int:
 
 
 def print_report(result: Mapping[str, Any]) -> None:
-    """The tables of a `run_from_args` result."""
+    """The tables of a `main` result."""
     cpu = result["cpu"]
     print(f"\nLLM core stage costs on {result['device']} ({result['device_name']}); torch {result['torch']}, "
           f"transformers {result['transformers']}, python {result['python']}, {result['threads']} CPU thread(s); "
@@ -528,13 +525,3 @@ def _commit() -> str | None:
         return None
     return out.stdout.strip() or None if out.returncode == 0 else None
 
-
-def main(argv: list[str] | None = None) -> int:
-    """`python -m headstart.bench.stages ...`: the same as `headstart bench stages ...`."""
-    parser = argparse.ArgumentParser(prog="python -m headstart.bench.stages", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    sys.exit(main())

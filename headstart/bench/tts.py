@@ -34,7 +34,6 @@ An engine that is not available gets {"skipped": "<why>"} instead of figures.
 
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import statistics
@@ -66,29 +65,22 @@ TARGETS = {"piper": {"ttfa_s": 0.2, "rtf": 0.15}}
 _PSEUDO_TOKEN_RE = re.compile(r"\s*(?:\w+|[^\w\s]+)|\s+")
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the `bench tts` options to `parser`."""
-    from headstart.config import TTSConfig
+@dataclass(frozen=True, slots=True)
+class TTSBenchOptions:
+    """The options of `headstart bench tts`; their meaning and defaults: its `--help` (headstart/cli/)."""
 
-    defaults = TTSConfig()
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
-    parser.add_argument(
-        "--engines", default=",".join(ENGINES), help=f"comma-separated subset of {','.join(ENGINES)} (default: all; --tts's piper-joe and espeak-ng also do)"
-    )
-    parser.add_argument("--runs", type=int, default=5, help="timed runs per engine (median reported)")
-    parser.add_argument("--threads", type=int, default=1, help="compute threads per engine (ThreadPlan.tts_threads)")
-    parser.add_argument("--text", default=None, help="one reply to speak (default: the built-in set of replies)")
-    parser.add_argument("--tpot-s", type=float, default=0.1, help="seconds per LLM token in the stream replay")
-    parser.add_argument("--first-chunk-min-words", type=int, default=defaults.first_chunk_min_words,
-                        help="TTSConfig.first_chunk_min_words for the chunker")
-    parser.add_argument("--first-chunk-max-words", type=int, default=defaults.first_chunk_max_words,
-                        help="TTSConfig.first_chunk_max_words for the chunker")
-    parser.add_argument("--compare-policies", default=None,
-                        help="also time other first-chunk policies, interleaved: MIN/MAX words or off, "
-                        "comma-separated (e.g. 4/8,off)")
-    parser.add_argument("--coqui-model", default=None, help="a coqui checkpoint (default: tiny random-weight VITS)")
-    parser.add_argument("--coqui-config", default=None, help="its config.json (default: next to the checkpoint)")
-    parser.add_argument("--coqui-python", default=None, help="the coqui venv's python (default: .venv-coqui)")
+    json: bool
+    engines: str
+    runs: int
+    threads: int
+    text: str | None
+    tpot_s: float
+    first_chunk_min_words: int
+    first_chunk_max_words: int
+    compare_policies: str | None
+    coqui_model: str | None
+    coqui_config: str | None
+    coqui_python: str | None
 
 
 def pseudo_tokens(text: str) -> list[str]:
@@ -244,7 +236,7 @@ def summarize(streamed: list[list[StreamedChunk]], timed: list[list[dict[str, fl
     }
 
 
-def _load(engine: str, args: argparse.Namespace, workdir: Path) -> tuple[Any, dict[str, Any]]:
+def _load(engine: str, args: TTSBenchOptions, workdir: Path) -> tuple[Any, dict[str, Any]]:
     from headstart.config import ThreadPlan, TTSConfig
     from headstart.tts.engines import load_synthesizer
 
@@ -289,7 +281,7 @@ def _tiny_vits(workdir: Path, python: str | None) -> tuple[str, str]:
     return info["model"], info["config"]
 
 
-def run(args: argparse.Namespace) -> dict[str, Any]:
+def run(args: TTSBenchOptions) -> dict[str, Any]:
     """Run the benchmark; returns the JSON-able result (see the module docstring).
 
     Raises:
@@ -436,7 +428,7 @@ def format_table(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def main(args: TTSBenchOptions) -> int:
     """Entry point for `headstart bench tts`: prints the table (unless --json) and the JSON line.
     Returns 0, or 1 if no engine could be measured, 2 for bad arguments."""
     if args.runs < 1 or args.threads < 1:
@@ -455,12 +447,3 @@ def run_from_args(args: argparse.Namespace) -> int:
     print(json.dumps(result))
     return 0 if any("ttfa_s" in r for r in result["engines"].values()) else 1
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="headstart bench tts", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

@@ -1,24 +1,14 @@
 """The `headstart` command line: `models list | prepare NAME... | path NAME`, `demo [WAV ...]`, `serve`, `mic`,
 `llm train-proposal | train-eou`, `bench NAME`."""
 
+# argparse lives in this package and only here: each command's module declares its flags and reads them
+# into the configs and option records the layers below take (demo.py, serve.py, mic.py, train.py,
+# bench/); the flags several commands share are declared once, in options.py.
+
 from __future__ import annotations
 
 import argparse
-import importlib
 import sys
-
-# `headstart bench NAME`: modules in headstart/bench/ with add_arguments(parser) and run_from_args(args)
-# (`headstart.bench.NAME`, or the module named in BENCH_MODULES).
-BENCH_MODULES = {"conversation": "headstart.bench.conversation.run"}
-BENCHES = {
-    "asr": "WER, partial latency, final and end-of-turn delay, false cut-offs, RTF of the listening stage",
-    "llm": "TTFT cold vs incremental vs the head start (LiveTurn), decode tok/s per drafter, answer quality",
-    "answers": "spoken-answer quality per kind, model and system prompt: content, spoken form, decode speed",
-    "tts": "time to first audio of the first clause and RTF per TTS engine",
-    "partial": "partial-layer streaming: self-speculative decoding and early exit with a trained proposal head",
-    "conversation": "voice-to-voice latency over websockets, baseline vs headstart vs ablations, with plots",
-    "stages": "the LLM core's stage costs on CPU or CUDA (random weights, each preset's shapes) and the v2v floor",
-}
 
 
 def _models(args: argparse.Namespace) -> int:
@@ -68,47 +58,25 @@ def build_parser() -> argparse.ArgumentParser:
     m.add_argument("--force", action="store_true", help="prepare again even if ready")
     m.set_defaults(func=_models)
 
-    from headstart.cli import demo
+    from headstart.cli import bench, demo, mic, serve, train
 
     d = sub.add_parser("demo", help="answer recorded utterances by voice, with a latency table")
     demo.add_arguments(d)
     d.set_defaults(func=demo.run_from_args)
 
-    from headstart.server import server
-
     s = sub.add_parser("serve", help="serve the voice assistant over websockets (/ws) and the web page")
-    server.add_arguments(s)
-    s.set_defaults(func=server.run_from_args)
-
-    from headstart.mic import client as mic
+    serve.add_arguments(s)
+    s.set_defaults(func=serve.run_from_args)
 
     mc = sub.add_parser("mic", help="talk through this computer's microphone and speakers (--server URL or --local)")
     mic.add_arguments(mc)
     mc.set_defaults(func=mic.run_from_args)
 
-    from headstart.training import train_eou, train_proposal
-
     llm = sub.add_parser("llm", help="LLM tools: train-proposal (a proposal head for self-speculative decoding), train-eou")
-    llm_sub = llm.add_subparsers(dest="llm_command", required=True)
-    tp = llm_sub.add_parser("train-proposal", help="distil an early-exit proposal head from the model's own replies")
-    train_proposal.add_arguments(tp)
-    tp.set_defaults(func=train_proposal.run_from_args)
-    te = llm_sub.add_parser("train-eou", help="train the EOU head (end-of-utterance probe on the LLM's last hidden state)")
-    train_eou.add_arguments(te)
-    te.set_defaults(func=train_eou.run_from_args)
-    from headstart.training import train_eagle
-
-    tg = llm_sub.add_parser("train-eagle", help="train the EAGLE-style proposal network on an early exit layer")
-    train_eagle.add_arguments(tg)
-    tg.set_defaults(func=train_eagle.run_from_args)
+    train.add_trainers(llm)
 
     b = sub.add_parser("bench", help="benchmarks: a table, then one JSON line")
-    benches = b.add_subparsers(dest="bench", required=True)
-    for name, help_text in BENCHES.items():
-        module = importlib.import_module(BENCH_MODULES.get(name, f"headstart.bench.{name}"))
-        p = benches.add_parser(name, help=help_text)
-        module.add_arguments(p)
-        p.set_defaults(func=module.run_from_args)
+    bench.add_benches(b)
     return parser
 
 

@@ -22,16 +22,13 @@ from pathlib import Path
 import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, read_wav, write_wav
-from headstart.cli.options import (
+from headstart.cli.options import (  # noqa: F401 (tests/test_session_switches.py imports the head-start pair from here)
     add_head_start_argument,
-    add_history_argument,
-    add_llm_precision_arguments,
-    add_tts_argument,
+    add_pipeline_arguments,
     build_config,
-    session_config_from_args,  # noqa: F401 (tests/test_session_switches.py imports it from here)
+    session_config_from_args,
 )
 from headstart.clock import MonotonicClock
-from headstart.config import ASRConfig, LLMConfig, ThreadPlan
 from headstart.events import (
     EndOfTurn,
     FinalTranscript,
@@ -53,16 +50,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "names; default: the bench data's default recording")
     parser.add_argument("--fast", action="store_true", help="stream the audio as fast as possible, "
                         "not at real-time pace (latencies then mean less)")
-    parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
-    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
-    add_tts_argument(parser)
-    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    add_history_argument(parser)
-    add_llm_precision_arguments(parser)
-    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
+    add_pipeline_arguments(parser)
     parser.add_argument("--out", default="reply.wav", help="where to write the assistant's audio")
     parser.add_argument("--quiet", action="store_true", help="print only the table and the JSON line")
-    add_head_start_argument(parser)
 
 
 @dataclass

@@ -1,16 +1,74 @@
 """The command-line options shared by the entry points that load the pipeline (`headstart demo`,
-`serve`, `mic --local`, `bench llm | answers | conversation`), and the PipelineConfig they build.
+`serve`, `mic --local`, `bench llm | answers | conversation`, the trainers), and the PipelineConfig they build.
 
-Configs are frozen and built only at the entry points (design.md §2); this module is where the flags
-become one, so the server and the mic app need not import the demo.
+Each shared flag is declared here once. Configs are frozen and built only at the entry points: the
+layers below take the configs and option records this command line builds, never a parser.
 """
 
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
+from dataclasses import fields, replace
+from typing import Any, TypeVar
 
-from headstart.config import LLMConfig, PipelineConfig, SessionConfig, TTSConfig
+from headstart.config import (
+    ASRConfig,
+    LLMConfig,
+    PipelineConfig,
+    SessionConfig,
+    ThreadPlan,
+    TTSConfig,
+)
+
+Options = TypeVar("Options")
+
+# Where the pipeline runs, as the help of `--asr`, `--llm` and `--tts` says it:
+# (prefix of the ASR and LLM help, its suffix, prefix of the TTS help).
+_SCOPES = {
+    "": ("", "", ""),
+    "server": ("", " (server-side only)", "server-side: "),
+    "local": ("with --local: ", "", "with --local: "),
+}
+
+
+def add_pipeline_arguments(parser: argparse.ArgumentParser, scope: str = "", head_start: bool = True) -> None:
+    """The flags `build_config` reads, as `headstart demo`, `serve`, `mic` and `bench conversation` take
+    them: `--asr`, `--llm`, `--tts` and `--coqui-model`, `--max-new-tokens`, `--max-history-tokens`,
+    `--torch-threads`, `--llm-dtype`, `--llm-quantize` and the head-start switches (`head_start`; `bench
+    conversation` switches them per configuration instead).
+
+    `scope`: "" (this process), "server" (`serve`: the models are the server's; `--llm` may name a
+    serving engine) or "local" (`mic`: with --local only). KeyError for another scope."""
+    before, after, tts_prefix = _SCOPES[scope]
+    remote = ", or a serving engine: openai://HOST:PORT/MODEL" if scope == "server" else ""
+    parser.add_argument("--asr", default=ASRConfig().model, help=f"{before}ASR preset, folder or hub id{after}")
+    parser.add_argument("--llm", default=LLMConfig().model, help=f"{before}LLM preset, folder or hub id{remote}{after}")
+    add_tts_argument(parser, tts_prefix)
+    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
+    add_history_argument(parser)
+    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
+    add_llm_precision_arguments(parser)
+    if head_start:
+        add_head_start_argument(parser)
+
+
+def add_threads_argument(parser: argparse.ArgumentParser, help: str | None = None) -> None:
+    """`--threads N` (default: ThreadPlan's one thread), as the benchmarks and trainers take it; `help`
+    says which library's threads."""
+    parser.add_argument("--threads", type=int, default=ThreadPlan().torch_threads, help=help)
+
+
+def options_from_args(cls: type[Options], args: argparse.Namespace, **extra: Any) -> Options:
+    """The option record `cls` (a dataclass whose field names are the parser's dests) filled from `args`,
+    with `extra` for the fields the parser does not hold (a built PipelineConfig). Repeatable flags
+    (lists) become tuples. TypeError when a field has no value."""
+    values: dict[str, Any] = {}
+    for f in fields(cls):  # type: ignore[arg-type]
+        if f.name not in extra and hasattr(args, f.name):
+            value = getattr(args, f.name)
+            values[f.name] = tuple(value) if isinstance(value, list) else value
+    values.update(extra)
+    return cls(**values)
 
 
 def add_tts_argument(parser: argparse.ArgumentParser, prefix: str = "") -> None:

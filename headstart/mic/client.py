@@ -26,11 +26,13 @@ import json
 import signal
 import sys
 import threading
+from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
 from headstart.audio import SAMPLE_RATE_HZ, StreamResampler, float32_to_pcm16, pcm16_to_float32
+from headstart.config import PipelineConfig
 from headstart.mic.view import MicView
 
 SEND_FRAME = SAMPLE_RATE_HZ // 50  # 20 ms frames to the server (640 bytes)
@@ -337,36 +339,33 @@ class MicClient:
         self.reply_resampler = None
 
 
-# -- the command --------------------------------------------------------------------------------------
+# -- the app -----------------------------------------------------------------------------------------
 
 
-def add_arguments(parser) -> None:
-    from headstart.config import ASRConfig, LLMConfig, ThreadPlan
-    from headstart.cli.options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
+@dataclass(frozen=True, slots=True)
+class MicOptions:
+    """What `headstart mic` talks to and through.
 
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument("--server", help="websocket URL of a running `headstart serve`, e.g. ws://127.0.0.1:8765/ws")
-    where.add_argument("--local", action="store_true", help="run the whole pipeline in this process")
-    parser.add_argument("--list-devices", action="store_true", help="list the audio devices and exit")
-    parser.add_argument("--input", default=None, help="input device: index or part of its name")
-    parser.add_argument("--output", default=None, help="output device: index or part of its name")
-    parser.add_argument("--echo", default="auto", choices=["auto", "aec", "gate", "off"],
-                        help="echo control: WebRTC AEC (livekit), gate the mic during playback, or off "
-                             "(headphones); auto: AEC if installed, else the gate")
-    parser.add_argument("--asr", default=ASRConfig().model, help="with --local: ASR preset, folder or hub id")
-    parser.add_argument("--llm", default=LLMConfig().model, help="with --local: LLM preset, folder or hub id")
-    add_tts_argument(parser, "with --local: ")
-    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.cli.options import add_history_argument
+    Attributes:
+        server: the websocket URL of a running `headstart serve` (ws://HOST:PORT/ws), or None with `local`.
+        local: the pipeline to load and serve in this process (None: use `server`).
+        echo: echo control: "auto", "aec", "gate" or "off" (`headstart.mic.echo`).
+        input_device, output_device: a PortAudio device index or part of its name; None: the default.
+    """
 
-    add_history_argument(parser)
-    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    add_llm_precision_arguments(parser)
-    add_head_start_argument(parser)
+    server: str | None
+    local: PipelineConfig | None
+    echo: str = "auto"
+    input_device: int | str | None = None
+    output_device: int | str | None = None
 
 
-def _device(value: str | None):
-    return int(value) if value is not None and value.strip().isdigit() else value
+def list_devices() -> str:
+    """PortAudio's audio devices, as sounddevice prints them. MicError when there are none."""
+    devices = import_sounddevice().query_devices()
+    if len(devices) == 0:
+        raise MicError("PortAudio finds no audio devices (no sound card, or a container without one)")
+    return str(devices)
 
 
 def check_devices(input_device=None, output_device=None) -> None:
@@ -380,22 +379,11 @@ def check_devices(input_device=None, output_device=None) -> None:
             raise MicError(f"no {which} ({exc}); see `headstart mic --list-devices`") from exc
 
 
-def run_from_args(args) -> int:
-    try:
-        if args.list_devices:
-            devices = import_sounddevice().query_devices()
-            if len(devices) == 0:
-                raise MicError("PortAudio finds no audio devices (no sound card, or a container without one)")
-            print(devices)
-            return 0
-        if not args.server and not args.local:
-            print("error: give --server ws://HOST:PORT/ws or --local", file=sys.stderr)
-            return 2
-        check_devices(_device(args.input), _device(args.output))  # fail before loading any model
-        return asyncio.run(_main(args))
-    except MicError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+def run(options: MicOptions) -> int:
+    """Talk until Ctrl-C or the server goes away; the exit status. Raises MicError (no PortAudio, no
+    such device, a model that cannot load, the server refused) before any model loads where it can."""
+    check_devices(options.input_device, options.output_device)  # fail before loading any model
+    return asyncio.run(_main(options))
 
 
 async def _load_in_background(load: Callable[[], object], stop: asyncio.Event):
@@ -433,13 +421,13 @@ async def _load_in_background(load: Callable[[], object], stop: asyncio.Event):
     return done.result()
 
 
-async def _main(args) -> int:
+async def _main(options: MicOptions) -> int:
     from rich.console import Console
     from rich.live import Live
 
     console = Console()
     server = components = None
-    url = args.server
+    url = options.server
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     # Ctrl-C is ours from the start: while the models load, during the conversation, while closing.
@@ -447,8 +435,7 @@ async def _main(args) -> int:
         loop.add_signal_handler(sig, stop.set)
     live = None
     try:
-        if args.local:
-            from headstart.cli.options import build_config
+        if options.local is not None:
             from headstart.models.store import ModelError
             from headstart.server.server import WS_PATH, ServerConfig, VoiceServer
             from headstart.session.session import Components
@@ -458,7 +445,7 @@ async def _main(args) -> int:
                 if not stop.is_set():  # quiet once interrupted (the load thread may still be running)
                     console.print(message)
 
-            config = build_config(args)
+            config = options.local
             try:
                 components = await _load_in_background(lambda: Components.load(config, log=log), stop)
             except (ModelError, TTSError, FileNotFoundError, ValueError) as exc:
@@ -478,8 +465,8 @@ async def _main(args) -> int:
                 for line in MicView.lines(event):
                     print(line, flush=True)
 
-        client = MicClient(url, echo_mode=args.echo, input_device=_device(args.input),
-                           output_device=_device(args.output), show=show)
+        client = MicClient(url, echo_mode=options.echo, input_device=options.input_device,
+                           output_device=options.output_device, show=show)
         client.stop = stop
         if stop.is_set():
             return 0

@@ -26,6 +26,7 @@ import re
 import urllib.parse
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame, float32_to_pcm16
 from headstart.clock import Clock, MonotonicClock
@@ -40,6 +41,9 @@ from headstart.server.protocol import (
     parse_client_text,
     server_event,
 )
+
+if TYPE_CHECKING:
+    from headstart.session.session import Components
 
 log = logging.getLogger("headstart.server.server")
 
@@ -612,60 +616,13 @@ def _looks_like_json(data: bytes) -> bool:
         return False
 
 
-# -- the command --------------------------------------------------------------------------------------
+# -- serving until interrupted -----------------------------------------------------------------------
 
 
-def add_arguments(parser) -> None:
-    from headstart.config import ASRConfig, LLMConfig, ThreadPlan
-
-    d = ServerConfig()
-    parser.add_argument("--host", default=d.host, help="address to bind (default 127.0.0.1: this machine only)")
-    parser.add_argument("--port", type=int, default=d.port)
-    parser.add_argument("--origin", action="append", default=[], dest="origins",
-                        help="a browser Origin allowed to connect (repeatable; default: localhost pages)")
-    parser.add_argument("--token", default=None, help="require this bearer token (default: $HEADSTART_TOKEN if set)")
-    parser.add_argument("--max-sessions", type=int, default=d.max_sessions)
-    parser.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
-    parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id (server-side only)")
-    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id, or a serving engine: openai://HOST:PORT/MODEL (server-side only)")
-    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.cli.options import add_history_argument
-
-    add_history_argument(parser)
-    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    from headstart.cli.options import add_head_start_argument, add_llm_precision_arguments, add_tts_argument
-
-    add_tts_argument(parser, "server-side: ")
-    add_llm_precision_arguments(parser)
-    add_head_start_argument(parser)
-
-
-def run_from_args(args) -> int:
-    import os
-    import sys
-
-    from headstart.cli.options import build_config
-    from headstart.models.store import ModelError
-    from headstart.session.session import Components
-    from headstart.tts.base import TTSError
-
-    token = args.token if args.token is not None else os.environ.get("HEADSTART_TOKEN")
-    if token is not None and not token.strip():
-        # `--token "$T"` with T unset would otherwise let every client in
-        source = "--token" if args.token is not None else "$HEADSTART_TOKEN"
-        print(f"error: {source} is empty: give a non-empty bearer token, or leave it out (and "
-              "HEADSTART_TOKEN unset) to serve without one", file=sys.stderr)
-        return 2
-    if args.max_sessions < 1 or args.max_message_bytes < 1024:
-        print("error: --max-sessions must be >= 1 and --max-message-bytes >= 1024", file=sys.stderr)
-        return 2
-    config = ServerConfig(host=args.host, port=args.port, allowed_origins=tuple(args.origins), token=token,
-                          max_sessions=args.max_sessions, max_message_bytes=args.max_message_bytes)
-    try:
-        components = Components.load(build_config(args), log=lambda msg: print(msg, flush=True))
-    except (ModelError, TTSError, FileNotFoundError, ValueError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 1
+def serve(components: Components, config: ServerConfig) -> None:
+    """Serve `components` with `config` until Ctrl-C (`headstart serve`): prints the page's and the
+    websocket's address once listening. The caller owns `components` (and closes them). Raises OSError
+    when the address cannot be bound."""
     server = VoiceServer(components, config)
 
     async def main() -> None:
@@ -678,6 +635,3 @@ def run_from_args(args) -> int:
         asyncio.run(main())
     except KeyboardInterrupt:
         pass
-    finally:
-        components.close()
-    return 0

@@ -16,13 +16,11 @@
    agreement given that drafts 1..j-1 were right, i.e. its acceptance rate), and the tokens a greedy
    verify step would yield per step at k (a walk over each held-out reply).
 
-`python -m headstart.training.train_eagle --model smollm2-135m --exit-layer 7` (also `headstart llm
-train-eagle`); the JSON line ends the report. Times are in docs/llm.md.
+`headstart llm train-eagle --model smollm2-135m --exit-layer 7`; the JSON line ends the report. Times are in docs/llm.md.
 """
 
 from __future__ import annotations
 
-import argparse
 import copy
 import hashlib
 import json
@@ -460,43 +458,38 @@ def limit(data: EagleData, positions: int | None) -> EagleData:
     return data.subset(keep)
 
 
-# -- command line -----------------------------------------------------------------------------------------
+# -- the run of `headstart llm train-eagle` (its flags: headstart/cli/train.py) ---------------------------
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--model", default="smollm2-135m")
-    parser.add_argument("--exit-layer", type=int, default=None, help="default n/4")
-    parser.add_argument("--report-layers", default="", help="more exit layers to train and report (comma-separated)")
-    parser.add_argument("--synthetic", type=int, default=750, help="composed spoken-style conversations added")
-    parser.add_argument("--train-positions", default="all", help="comma-separated sizes (a scaling table) or all")
-    parser.add_argument("--steps", type=int, default=3, help="draft steps unrolled in training")
-    parser.add_argument("--k", type=int, default=4, help="draft positions reported")
-    parser.add_argument("--epochs", type=int, default=4)
-    parser.add_argument("--intermediate-size", type=int, default=1024, help="the network's MLP width")
-    parser.add_argument("--lr", type=float, default=3e-3)
-    parser.add_argument("--feature-offset", type=int, choices=[0, 1], default=0,
-                        help="0: feature of position i with token i+1 (EAGLE, free); 1: feature of position i+1 "
-                             "(layers 1..L run on the newest token before the first draft)")
-    parser.add_argument("--loss", choices=["ce", "kl", "mix"], default="ce",
-                        help="ce: cross-entropy to the full model's greedy token; kl: distillation, KL(full model's "
-                             "softmax over V' || the network's); mix: their mean")
-    parser.add_argument("--loss-positions", choices=["all", "reply"], default="all",
-                        help="all: every slot after the system prompt; reply: the reply slots only (those drafted)")
-    parser.add_argument("--batch-size", type=int, default=32, help="conversations per batched generation")
-    parser.add_argument("--max-new-tokens", type=int, default=40)
-    parser.add_argument("--llm-quantize", dest="quantize", choices=["int8", "none"], default="int8",
-                        help="the model the data comes from (default int8: the runtime default)")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default=None, help="where to save (default: the headstart cache)")
-    parser.add_argument("--no-save", action="store_true")
-    parser.add_argument("--collect-only", action="store_true", help="collect (and cache) the data, train nothing")
-    parser.add_argument("--system-prompt", default=None,
-                        help="the system prompt of the training conversations (default: LLMConfig's; the network "
-                             "drafts best after the prompt it was trained with)")
-    parser.add_argument("--json", action="store_true")
+@dataclass(frozen=True, slots=True)
+class TrainEagleOptions:
+    """The options of `headstart llm train-eagle`; their meaning and defaults: its `--help` (headstart/cli/)."""
+
+    model: str
+    exit_layer: int | None
+    report_layers: str
+    synthetic: int
+    train_positions: str
+    steps: int
+    k: int
+    epochs: int
+    intermediate_size: int
+    lr: float
+    feature_offset: int
+    loss: str
+    loss_positions: str
+    batch_size: int
+    max_new_tokens: int
+    quantize: str
+    threads: int
+    out: str | None
+    no_save: bool
+    collect_only: bool
+    system_prompt: str | None
+    json: bool
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def main(args: TrainEagleOptions) -> int:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -607,12 +600,3 @@ def run_from_args(args: argparse.Namespace) -> int:
     print(json.dumps(report))
     return 0
 
-
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m headstart.training.train_eagle", description=__doc__.split("\n")[0])
-    add_arguments(parser)
-    return run_from_args(parser.parse_args(argv))
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())

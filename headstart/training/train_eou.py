@@ -1,6 +1,5 @@
-"""Training of the EOU head (headstart/llm/eou_head.py): `headstart llm train-eou --model NAME`
-(also `python -m headstart.training.train_eou`), and the threshold calibration the endpointer's
-`eou_low` / `eou_high` come from.
+"""Training of the EOU head (headstart/llm/eou_head.py): `headstart llm train-eou --model NAME`,
+and the threshold calibration the endpointer's `eou_low` / `eou_high` come from.
 
 Training is self-supervised from text (`train`): each complete utterance (trailing punctuation stripped,
 as Whisper adds periods whether the speaker finished or not) is a positive; the same utterance cut at
@@ -20,6 +19,7 @@ import json
 import math
 import time
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -333,30 +333,23 @@ def evaluate(head: EOUHead, texts: Iterable[str], system_prompt: str) -> dict[st
     }
 
 
-# -- command line: `headstart llm train-eou --model NAME` (also `python -m headstart.training.train_eou`) ------
-def add_arguments(parser: Any) -> None:
-    """The `train-eou` options."""
-    parser.add_argument("--model", default="qwen2.5-coder-0.5b", help="LLM preset (or folder) the head is for")
-    parser.add_argument("--sentences", default=None,
-                        help="a text file of complete utterances, one per line (default: the packaged set)")
-    parser.add_argument("--quantize", choices=("auto", "int8", "none"), default=None,
-                        help="the LLM's quantisation while training (default: LLMConfig.quantize, as the session loads it; "
-                             "int8 changes the hidden states a little)")
-    parser.add_argument("--labels", choices=("all-cuts", "pause-points"), default="all-cuts",
-                        help="negatives: every cut of a sentence (all-cuts, the shipped heads) or only cuts that read cut off "
-                             "(pause-points, training/eou_data.py label_cuts; docs/listening.md compares them)")
-    parser.add_argument("--synthetic", type=int, default=0,
-                        help="short complete turns generated from templates (training/eou_data.py) added to the sentences (default 0)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the synthetic turns and of the splits (default 0)")
-    parser.add_argument("--extra-rows", default=None, metavar="FILE",
-                        help="extra labelled texts added as they stand (1 complete, 0 cut off): a JSON list of "
-                             "{text, label[, split]} (rows whose split is not 'train' skipped) or a TSV of text<TAB>label "
-                             "(training/eou_data.py load_extra_rows); bench overlaps are dropped as for the sentences")
-    parser.add_argument("--max-cutoff", type=float, default=0.03,
-                        help="calibrate eou_low/eou_high for at most this expected false cut-off rate (default 0.03)")
-    parser.add_argument("--out", default=None, help="where to write the head (default: the cache, which wins over the packaged head)")
-    parser.add_argument("--evaluate-bench", action="store_true",
-                        help="also report AUC on the bench transcripts (complete vs cut), head vs raw token probability")
+# -- the run of `headstart llm train-eou --model NAME` (its flags: headstart/cli/train.py) -------------
+
+
+@dataclass(frozen=True, slots=True)
+class TrainEOUOptions:
+    """The options of `headstart llm train-eou`; their meaning and defaults: its `--help` (headstart/cli/)."""
+
+    model: str
+    sentences: str | None
+    quantize: str | None
+    labels: str
+    synthetic: int
+    seed: int
+    extra_rows: str | None
+    max_cutoff: float
+    out: str | None
+    evaluate_bench: bool
 
 
 def bench_transcripts() -> list[str]:
@@ -366,7 +359,7 @@ def bench_transcripts() -> list[str]:
     return [r.text for r in recordings()]
 
 
-def run_from_args(args: Any, bench_texts: Any = bench_transcripts) -> int:
+def main(args: TrainEOUOptions, bench_texts: Any = bench_transcripts) -> int:
     """Train (and save) a head; prints progress, then one JSON line. Returns the exit status.
 
     `bench_texts`: a callable returning the held-out texts (default: the packaged bench transcripts);
@@ -423,12 +416,3 @@ def run_from_args(args: Any, bench_texts: Any = bench_transcripts) -> int:
         result.update(evaluate(EOUHead(engine, weights), list(bench_texts()), config.system_prompt))
     print(json.dumps(result))
     return 0
-
-
-if __name__ == "__main__":
-    import argparse
-    import sys
-
-    _parser = argparse.ArgumentParser(prog="python -m headstart.training.train_eou", description="train the EOU head")
-    add_arguments(_parser)
-    sys.exit(run_from_args(_parser.parse_args()))

@@ -589,32 +589,28 @@ def limit_training(features: Features, positions: int | None) -> Features:
                     features.held_out[keep], features.reply[keep], features.conv[keep])
 
 
-# -- command line: `headstart llm train-proposal` ------------------------------------------------------
+# -- the run of `headstart llm train-proposal` (its flags: headstart/cli/train.py) ----------------------
 
 
-def add_arguments(parser: Any) -> None:
-    parser.add_argument("--model", default="smollm2-135m", help="preset name or prepared model folder")
-    parser.add_argument("--exit-layer", type=int, default=None,
-                        help="the head to save: hidden state after this decoder layer (default: n/4)")
-    parser.add_argument("--report-layers", default="auto",
-                        help="comma-separated exit layers to train and report (auto: n/6, n/4, n/3, n/2)")
-    parser.add_argument("--kind", choices=["linear", "mlp"], default="linear")
-    parser.add_argument("--rank", type=int, default=None, help="hidden width of the mlp head (default d)")
-    parser.add_argument("--epochs", type=int, default=8)
-    parser.add_argument("--max-new-tokens", type=int, default=40, help="reply length of the generated data")
-    parser.add_argument("--synthetic", type=int, default=1000,
-                        help="composed spoken-style conversations added to the ~150 hand-written training ones "
-                             f"(~30 positions each; generated in cached shards of {SHARD_CONVERSATIONS})")
-    parser.add_argument("--train-positions", default="all",
-                        help="comma-separated training-set sizes in positions (e.g. 6000,25000,all): one head "
-                             "per size and layer, a data-scaling table; the head saved is the last size's")
-    parser.add_argument("--batch-size", type=int, default=64, help="conversations per batched generation")
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--out", default=None, help="where to save the head (default: the headstart cache)")
-    parser.add_argument("--no-save", action="store_true", help="report only; save no head")
-    parser.add_argument("--quick", action="store_true",
-                        help="no long multi-turn hand-written training prompts (the Lisbon chat's follow-ups)")
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
+@dataclass(frozen=True, slots=True)
+class TrainProposalOptions:
+    """The options of `headstart llm train-proposal`; their meaning and defaults: its `--help` (headstart/cli/)."""
+
+    model: str
+    exit_layer: int | None
+    report_layers: str
+    kind: str
+    rank: int | None
+    epochs: int
+    max_new_tokens: int
+    synthetic: int
+    train_positions: str
+    batch_size: int
+    threads: int
+    out: str | None
+    no_save: bool
+    quick: bool
+    json: bool
 
 
 def _parse_sizes(text: str) -> list[int | None]:
@@ -635,7 +631,7 @@ def _parse_sizes(text: str) -> list[int | None]:
     return sizes
 
 
-def run_from_args(args: Any) -> int:
+def main(args: TrainProposalOptions) -> int:
     import sys
 
     import torch

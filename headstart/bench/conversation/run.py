@@ -43,7 +43,6 @@ headstart), `unavailable` configurations and the effective configuration.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import json
@@ -56,7 +55,7 @@ from typing import Any, Callable
 import numpy as np
 
 from headstart.bench.conversation.client import TurnRecord, UserTurn, run_session
-from headstart.bench.conversation.configs import DEFAULT_CONFIGS, apply, effective, missing_switches, variants
+from headstart.bench.conversation.configs import apply, effective, missing_switches, variants
 from headstart.bench.conversation.data import (
     EVERYDAY_QUESTIONS,
     interleave,
@@ -79,6 +78,7 @@ from headstart.bench.conversation.metrics import (
     summarize_config,
     turn_figures,
 )
+from headstart.config import PipelineConfig
 
 SCENARIOS = ("qa", "history", "pauses", "bargein", "concurrent")
 DEFAULT_SCENARIOS = ("qa", "pauses", "bargein")
@@ -87,51 +87,31 @@ REPLY_ASR = "whisper-tiny.en"  # the judge of the replies' intelligibility: a re
 TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, "bargein_stop_p50_s": 0.3}
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the `bench conversation` options to `parser`."""
-    from headstart.config import ASRConfig, LLMConfig, ThreadPlan
+@dataclasses.dataclass(frozen=True, slots=True)
+class ConversationBenchOptions:
+    """The options of `headstart bench conversation`; their meaning and defaults: its `--help` (headstart/cli/).
+    `pipeline`: the configuration the in-process server starts from (each `--configs` entry switches
+    parts of it off)."""
 
-    parser.add_argument("--json", action="store_true", help="print only the JSON line")
-    parser.add_argument("--configs", default=",".join(DEFAULT_CONFIGS),
-                        help=f"comma-separated configurations (default: all: {','.join(DEFAULT_CONFIGS)})")
-    parser.add_argument("--scenarios", default=",".join(DEFAULT_SCENARIOS),
-                        help=f"comma-separated subset of {','.join(SCENARIOS)} (default: {','.join(DEFAULT_SCENARIOS)})")
-    parser.add_argument("--turns", type=int, default=4, help="recordings per configuration for qa/history (default 4)")
-    parser.add_argument("--limit", type=int, default=None, help="use only the first N recordings of the set")
-    parser.add_argument("--pause-items", type=int, default=4, help="pause-set items per configuration (default 4)")
-    parser.add_argument("--bargein-items", type=int, default=2, help="barge-ins per configuration (default 2)")
-    parser.add_argument("--sessions", default="1,2,4", help="concurrent session counts to try (default 1,2,4)")
-    parser.add_argument("--concurrent-configs", default="headstart",
-                        help="configurations run in the concurrent scenario (default headstart)")
-    parser.add_argument("--input-dir", default=None, help="your recordings: WAVs + transcripts.tsv "
-                        "(header, then file<TAB>text, paths relative to DIR); default: the packaged bench data")
-    parser.add_argument("--synthetic", default="espeak", help="TTS engine that speaks everyday questions, "
-                        "interleaved with the recordings and labelled synthetic ('none': recordings only; "
-                        "default espeak, a voice unlike the reply's)")
-    parser.add_argument("--server", default=None, help="drive a running server (ws://host:port/ws) instead of "
-                        "starting one; its configuration is its own (reported as 'server')")
-    parser.add_argument("--asr", default=ASRConfig().model, help="ASR preset, folder or hub id")
-    parser.add_argument("--llm", default=LLMConfig().model, help="LLM preset, folder or hub id")
-    from headstart.cli.options import add_llm_precision_arguments, add_tts_argument
-
-    add_tts_argument(parser)
-    parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens)
-    from headstart.cli.options import add_history_argument
-
-    add_history_argument(parser)
-    add_llm_precision_arguments(parser)
-    parser.add_argument("--torch-threads", type=int, default=ThreadPlan().torch_threads)
-    parser.add_argument("--out", default="bench-conversation", help="folder for the PNG plots and records.json "
-                        "(created; default ./bench-conversation)")
-    parser.add_argument("--no-plots", action="store_true", help="write no plots")
-    parser.add_argument("--max-wait", type=float, default=60.0, help="seconds to wait for a turn's reply")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the pause lengths and the noise")
-    parser.add_argument("--reply-asr", default=REPLY_ASR, help="ASR preset or folder that transcribes each qa "
-                        "reply's received audio after the run, scored against the reply text: the voice's "
-                        f"intelligibility in the pipeline ('none': skip; default {REPLY_ASR})")
-    parser.add_argument("--simulate", action="store_true",
-                        help="quick run: the pipeline in-process on a virtual clock that skips idle waits while "
-                        "compute runs at its real cost (every scenario; output marked simulated)")
+    pipeline: PipelineConfig
+    json: bool
+    configs: str
+    scenarios: str
+    turns: int
+    limit: int | None
+    pause_items: int
+    bargein_items: int
+    sessions: str
+    concurrent_configs: str
+    input_dir: str | None
+    synthetic: str
+    server: str | None
+    out: str
+    no_plots: bool
+    max_wait: float
+    seed: int
+    reply_asr: str
+    simulate: bool
 
 
 # -- the in-process server --------------------------------------------------------------------------
@@ -240,7 +220,7 @@ def bargein_pairs(turns: list[UserTurn], barge: UserTurn, items: int) -> list[tu
 
 
 async def run_config(name: str, url: str, components: Any, turns: list[UserTurn], pauses: list[UserTurn],
-                     barge: UserTurn | None, scenarios: set[str], args: argparse.Namespace, log, *,
+                     barge: UserTurn | None, scenarios: set[str], args: ConversationBenchOptions, log, *,
                      connect=None, clock=time.perf_counter) -> ConfigRun:
     """Every chosen scenario against the server at `url` (one configuration). `connect` and `clock` go
     to `run_session` (`--simulate`: the in-memory connection and the virtual clock)."""
@@ -473,10 +453,8 @@ SIMULATED_LINE = ("SIMULATED (--simulate): in-process on a virtual clock, idle w
                   "cost; not a real-time measurement (see headstart/bench/conversation/simulate.py)")
 
 
-def run(args: argparse.Namespace, log=print) -> dict:
+def run(args: ConversationBenchOptions, log=print) -> dict:
     """Run the benchmark; returns the JSON object. Raises ValueError for bad options."""
-    from headstart.cli.options import build_config
-
     scenarios = {s.strip() for s in args.scenarios.split(",") if s.strip()}
     unknown = scenarios - set(SCENARIOS)
     if unknown:
@@ -486,7 +464,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     turns = load_user_turns(args.input_dir, args.limit)
     if not turns:
         raise ValueError("no recordings to send")
-    base = build_config(args)
+    base = args.pipeline
     simulate = bool(getattr(args, "simulate", False))
     if simulate:
         from headstart.llm.remote_config import is_remote_llm
@@ -645,7 +623,7 @@ def run(args: argparse.Namespace, log=print) -> dict:
     return out
 
 
-def run_from_args(args: argparse.Namespace) -> int:
+def main(args: ConversationBenchOptions) -> int:
     """Entry point of `headstart bench conversation`. 2: bad options or data; 1: a model is missing or
     no session could run (e.g. `--server` unreachable)."""
     from headstart.models.store import ModelError

@@ -1,0 +1,28 @@
+"""`headstart bench NAME`: one module here per benchmark, each with `add_arguments(parser)` and
+`run_from_args(args)`; the benchmark itself is `headstart.bench.NAME` (or the module its `run_from_args`
+names), run with the option record its flags are read into."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+BENCHES = {
+    "asr": "WER, partial latency, final and end-of-turn delay, false cut-offs, RTF of the listening stage",
+    "llm": "TTFT cold vs incremental vs the head start (LiveTurn), decode tok/s per drafter, answer quality",
+    "answers": "spoken-answer quality per kind, model and system prompt: content, spoken form, decode speed",
+    "tts": "time to first audio of the first clause and RTF per TTS engine",
+    "partial": "partial-layer streaming: self-speculative decoding and early exit with a trained proposal head",
+    "conversation": "voice-to-voice latency over websockets, baseline vs headstart vs ablations, with plots",
+    "stages": "the LLM core's stage costs on CPU or CUDA (random weights, each preset's shapes) and the v2v floor",
+}
+
+
+def add_benches(parser: argparse.ArgumentParser) -> None:
+    """`bench NAME ...` under `parser`: one sub-command per entry of BENCHES."""
+    benches = parser.add_subparsers(dest="bench", required=True)
+    for name, help_text in BENCHES.items():
+        module = importlib.import_module(f"headstart.cli.bench.{name}")
+        p = benches.add_parser(name, help=help_text)
+        module.add_arguments(p)
+        p.set_defaults(func=module.run_from_args)
