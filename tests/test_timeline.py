@@ -47,11 +47,11 @@ def test_vad_end_figures_start_at_the_vads_end_of_speech():
 
 
 def test_the_servers_turn_metrics_are_the_timelines_in_ms():
-    from headstart.server.protocol import ms
-    from headstart.server.server import turn_metrics
+    from headstart.server.protocol import event_fields, ms
+    from headstart.server.turn_metrics import turn_metrics
 
     t = TurnTimeline(vad_speech_end_at_s=1.1, end_of_turn_at_s=1.35, first_audio_at_s=1.9)
-    out = turn_metrics(t, "r1", False)
+    out = event_fields(turn_metrics(t, "r1", False))
     for key, value in t.metrics().items():
         assert out[key.removesuffix("_s") + "_ms"] == ms(value), key
     assert out["vad_end_to_first_audio_ms"] == 800 and out["turn_end_to_first_audio_ms"] == 550
