@@ -7,7 +7,7 @@ the server's events, and write the reply audio to a WAV file.
 The WAV (any rate and channel count soundfile reads: mixed to mono, resampled to 16 kHz) leaves as
 20 ms PCM16 frames at real-time pace, then silence keeps coming at the same pace (a live microphone
 does not stop) until the turn's reply has been received and played out (the client plays nothing; it
-never reports playback, so the server assumes real-time playback: README, Protocol), or `--timeout-s`
+never reports playback, so the server assumes real-time playback: docs/protocol.md), or `--timeout-s`
 runs out. `--commit` ends the turn as soon as the file has been sent (`input.commit`, push-to-talk)
 instead of waiting for the server's end of turn. Each event is printed as one line: the client's
 seconds since the first audio frame, the type, its fields (reply text deltas are gathered into one
