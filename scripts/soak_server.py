@@ -1,5 +1,5 @@
 """Soak of `headstart serve`: many spoken turns over one websocket session, with the process's RSS and the
-LLM prompt's size after each turn (issue 20: a long conversation must keep working with flat memory).
+LLM prompt's size after each turn (a long conversation must keep working with flat memory).
 
     .venv/bin/python scripts/soak_server.py --turns 40 --max-history-tokens 256
     .venv/bin/python scripts/soak_server.py --turns 40 --max-history-tokens none   # the unbounded history
@@ -8,8 +8,9 @@ The server runs in this process (port 0) with the real models (ASR whisper-tiny.
 its session's history and prompt can be read; the client sends the packaged recordings in turn (each
 followed by 2 s of silence) at `--speed` x real time, plays replies at once (it reports each reply's
 audio as played on arrival) and waits for the turn's `metrics.turn` (or 60 s); a turn not ended 8 s
-after its audio (a text that reads unfinished) is ended with `input.commit`. RSS is the whole
-process's (`psutil`), client included. Prints a table and ends with one JSON line.
+after its audio (a text that reads unfinished) is ended with `input.commit`. The client is
+headstart/server/client.py. RSS is the whole process's (`psutil`), client included. Prints a table
+and ends with one JSON line.
 """
 
 from __future__ import annotations
@@ -48,11 +49,12 @@ def rss_mb() -> float:
 
 
 async def soak(args: argparse.Namespace) -> dict:
-    from websockets.asyncio.client import connect
-
     from headstart.corpus import recordings as data
     from headstart.session.components import Components
     from headstart.config import PipelineConfig
+    from headstart.server.client import ReplyAudioFrame, VoiceClient
+    from headstart.server.protocol import (
+        ErrorEvent, MetricsTurn, ReplyAudioStart, ServerEvent, SessionStart, SessionStarted, TurnEnd)
     from headstart.server.server import ServerConfig, VoiceServer
 
     base = PipelineConfig()
@@ -66,58 +68,63 @@ async def soak(args: argparse.Namespace) -> dict:
     port = await server.start()
     recordings = [r for r in data.recordings() if r.duration_s <= 6.0]
     rows: list[dict] = []
-    events: list[dict] = []
-    current = {"reply": None, "bytes": 0}
+    events: list[ServerEvent] = []
+    played_bytes: dict[str, int] = {}  # reply id -> its audio received (played on arrival), bytes
+
+    def count(kind: type[ServerEvent]) -> int:
+        return sum(isinstance(e, kind) for e in events)
+
     try:
-        async with connect(f"ws://127.0.0.1:{port}/ws", max_size=None) as ws:
-            await ws.send(json.dumps({"type": "session.start"}))
+        async with await VoiceClient.open(f"ws://127.0.0.1:{port}/ws") as client:
+            await client.send(SessionStart())
 
             async def reader() -> None:
-                async for message in ws:
-                    if isinstance(message, bytes):
-                        current["bytes"] += len(message)
-                        await ws.send(json.dumps({"type": "playback.position", "reply_id": current["reply"],
-                                                  "position_ms": current["bytes"] / 2 / rate * 1000}))
+                async for item in client:
+                    if isinstance(item, ReplyAudioFrame):
+                        if item.reply_id is not None:
+                            played_bytes[item.reply_id] = played_bytes.get(item.reply_id, 0) + len(item.pcm16)
+                            await client.report_playback(item.reply_id, played_bytes[item.reply_id] / 2 / rate * 1000)
                         continue
-                    event = json.loads(message)
-                    events.append(event)
-                    if event["type"] == "reply.audio.start":
-                        current.update(reply=event["reply_id"], bytes=0)
+                    events.append(item)
+                    if isinstance(item, ReplyAudioStart):
+                        played_bytes[item.reply_id] = 0
 
             rate = float(components.tts.sample_rate)
+            started_event = await asyncio.wait_for(client.receive(), 60)
+            if not isinstance(started_event, SessionStarted):
+                raise RuntimeError(f"the server did not start a session: {started_event}")
+            events.append(started_event)
             task = asyncio.create_task(reader())
-            while not any(e["type"] == "session.started" for e in events):
-                await asyncio.sleep(0.05)
             session = next(iter(server.connections)).session
             started = time.monotonic()
             for turn in range(args.turns):
                 rec = recordings[turn % len(recordings)]
                 audio = np.concatenate([rec.read(), np.zeros(32_000, np.float32)])
                 pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2")
-                done_before = sum(e["type"] == "metrics.turn" for e in events)
-                errors_before = sum(e["type"] == "error" for e in events)
+                done_before = count(MetricsTurn)
+                errors_before = count(ErrorEvent)
                 t0 = time.monotonic()
                 for lo in range(0, pcm.shape[0], 320):
-                    await ws.send(pcm[lo : lo + 320].tobytes())
+                    await client.send_pcm16(pcm[lo : lo + 320].tobytes())
                     await asyncio.sleep(0.02 / args.speed)
-                ends_before = sum(e["type"] == "turn.end" for e in events)
+                ends_before = count(TurnEnd)
                 committed = False
-                while sum(e["type"] == "metrics.turn" for e in events) == done_before:
+                while count(MetricsTurn) == done_before:
                     waited_s = time.monotonic() - t0 - audio.shape[0] / 16_000 / args.speed
-                    if not committed and waited_s > 8 and sum(e["type"] == "turn.end" for e in events) == ends_before:
+                    if not committed and waited_s > 8 and count(TurnEnd) == ends_before:
                         # a text that reads unfinished ("If this is correct, press...") waits for more
                         # speech: end the turn as push-to-talk would, so every turn gets its reply
                         committed = True
-                        await ws.send(json.dumps({"type": "input.commit"}))
+                        await client.commit()
                     if time.monotonic() - t0 > 60:
                         break
                     await asyncio.sleep(0.05)
                 await asyncio.sleep(0.3)  # the history is written as the turn completes
-                metrics = [e for e in events if e["type"] == "metrics.turn"][done_before:]
+                metrics = [e for e in events if isinstance(e, MetricsTurn)][done_before:]
                 prompt = components.local_engine.render_prompt(session.conversation.messages())
                 rows.append({
                     "turn": turn + 1, "recording": rec.name, "answered": bool(metrics), "committed": committed,
-                    "errors": [e["code"] for e in events if e["type"] == "error"][errors_before:],
+                    "errors": [e.code for e in events if isinstance(e, ErrorEvent)][errors_before:],
                     "history_messages": len(session.history), "prompt_tokens": len(prompt),
                     "dropped_turns": session.conversation.dropped_turns,
                     "rss_mb": round(rss_mb(), 1), "turn_s": round(time.monotonic() - t0, 2),
@@ -128,7 +135,7 @@ async def soak(args: argparse.Namespace) -> dict:
                       f"dropped={row['dropped_turns']:>3} rss={row['rss_mb']:>7.1f} MB "
                       f"errors={row['errors']} {row['turn_s']:.1f} s", flush=True)
             total_s = time.monotonic() - started
-            await ws.send(json.dumps({"type": "session.end"}))
+            await client.end()
             await asyncio.wait_for(task, 10)
     finally:
         await server.close()

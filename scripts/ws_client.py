@@ -7,7 +7,7 @@ the server's events, and write the reply audio to a WAV file.
 The WAV (any rate and channel count soundfile reads: mixed to mono, resampled to 16 kHz) leaves as
 20 ms PCM16 frames at real-time pace, then silence keeps coming at the same pace (a live microphone
 does not stop) until the turn's reply has been received and played out (the client plays nothing; it
-never reports playback, so the server assumes real-time playback: README, Protocol), or `--timeout-s`
+never reports playback, so the server assumes real-time playback: docs/protocol.md), or `--timeout-s`
 runs out. `--commit` ends the turn as soon as the file has been sent (`input.commit`, push-to-talk)
 instead of waiting for the server's end of turn. Each event is printed as one line: the client's
 seconds since the first audio frame, the type, its fields (reply text deltas are gathered into one
@@ -16,7 +16,8 @@ session in order) is written to `--out` as PCM16 WAV.
 
 Exit status: 0 a reply was received (`metrics.turn` or `reply.interrupted`), 1 none before the
 timeout, an `error` event that ended the session, or a closed connection, 2 a file or address
-that cannot be used. Needs websockets and soundfile (the project's dependencies).
+that cannot be used. It speaks the protocol through headstart/server/client.py: run it with the
+project's environment (where `headstart` is installed).
 """
 
 from __future__ import annotations
@@ -30,8 +31,23 @@ from pathlib import Path
 
 import numpy as np
 
-SAMPLE_RATE_HZ = 16_000
-FRAME_S = 0.02
+from headstart.server.client import ClientConnectError, ReplyAudioFrame, VoiceClient
+from headstart.server.protocol import (
+    INPUT_FRAME_SAMPLES,
+    INPUT_SAMPLE_RATE_HZ,
+    ErrorEvent,
+    MetricsTurn,
+    ReplyAudioStart,
+    ReplyDone,
+    ReplyInterrupted,
+    ReplyTextDelta,
+    ServerEvent,
+    SessionStarted,
+    event_fields,
+)
+
+SAMPLE_RATE_HZ = INPUT_SAMPLE_RATE_HZ
+FRAME_S = INPUT_FRAME_SAMPLES / INPUT_SAMPLE_RATE_HZ
 
 
 def read_wav(path: Path) -> np.ndarray:
@@ -50,14 +66,11 @@ def read_wav(path: Path) -> np.ndarray:
     return samples
 
 
-def pcm16(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1.0, 1.0) * 32767).astype("<i2").tobytes()
-
-
-def describe(event: dict) -> str:
+def describe(event: ServerEvent) -> str:
     """One printed line's text for a server event (its fields, without the type)."""
-    fields = {k: v for k, v in event.items() if k != "type" and not (k == "text" and event["type"] == "reply.done")}
-    if event["type"] == "metrics.turn":  # the latencies people look for first, then the rest
+    fields = {k: v for k, v in event_fields(event).items()
+              if k != "type" and not (k == "text" and isinstance(event, ReplyDone))}
+    if isinstance(event, MetricsTurn):  # the latencies people look for first, then the rest
         keys = ("reply_id", "transcript", "reply", "vad_end_to_first_audio_ms", "ttft_ms", "tts_ttfa_ms",
                 "preemptive", "reply_audio_ms")
         fields = {k: fields[k] for k in keys if k in fields}
@@ -68,8 +81,8 @@ class Conversation:
     """What one run saw: the events, the reply audio per reply id, and when the turn's reply ended."""
 
     def __init__(self) -> None:
-        self.started: dict | None = None
-        self.events: list[dict] = []
+        self.started: SessionStarted | None = None
+        self.events: list[ServerEvent] = []
         self.audio: dict[str, bytearray] = {}
         self.rate_hz: dict[str, int] = {}
         self.current: str | None = None
@@ -87,19 +100,17 @@ class Conversation:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from websockets.asyncio.client import connect
-    from websockets.exceptions import ConnectionClosed, WebSocketException
+    from websockets.exceptions import ConnectionClosed
 
     try:
         samples = read_wav(Path(args.wav))
     except (OSError, RuntimeError, ValueError) as exc:
         print(f"error: cannot read {args.wav}: {exc}", file=sys.stderr)
         return 2
-    headers = {"Authorization": f"Bearer {args.token}"} if args.token else None
     try:
-        ws = await asyncio.wait_for(connect(args.url, max_size=None, additional_headers=headers), 10)
-    except (OSError, asyncio.TimeoutError, WebSocketException) as exc:
-        print(f"error: cannot connect to {args.url}: {exc}", file=sys.stderr)
+        client = await VoiceClient.open(args.url, token=args.token, open_timeout_s=10)
+    except ClientConnectError as exc:
+        print(f"error: {exc}", file=sys.stderr)
         return 2
     conv = Conversation()
     t0 = time.monotonic()
@@ -108,58 +119,56 @@ async def run(args: argparse.Namespace) -> int:
         return f"{time.monotonic() - t0:7.2f}s"
 
     async def receive() -> None:
-        async for message in ws:
-            if isinstance(message, bytes):
+        async for event in client:
+            if isinstance(event, ReplyAudioFrame):
                 if conv.current is not None:
-                    conv.audio.setdefault(conv.current, bytearray()).extend(message)
+                    conv.audio.setdefault(conv.current, bytearray()).extend(event.pcm16)
                 continue
-            event = json.loads(message)
             conv.events.append(event)
-            kind = event["type"]
-            if kind == "session.started":
+            if isinstance(event, SessionStarted):
                 conv.started = event
-            elif kind == "reply.text.delta":  # gathered: printed whole at reply.done
-                conv.deltas[event["reply_id"]] = conv.deltas.get(event["reply_id"], "") + event["text"]
+            elif isinstance(event, ReplyTextDelta):  # gathered: printed whole at reply.done
+                conv.deltas[event.reply_id] = conv.deltas.get(event.reply_id, "") + event.text
                 continue
-            elif kind == "reply.audio.start":
-                conv.current = event["reply_id"]
-                conv.rate_hz[conv.current] = int(event["sample_rate"])
+            elif isinstance(event, ReplyAudioStart):
+                conv.current = event.reply_id
+                conv.rate_hz[conv.current] = int(event.sample_rate)
                 conv.audio_start_s[conv.current] = time.monotonic()
-            elif kind == "reply.done" and event["reply_id"] in conv.deltas:
-                print(f"{stamp()}  {'reply.text':<18} {conv.deltas.pop(event['reply_id'])!r}", flush=True)
-            elif kind == "reply.interrupted" and conv.finished_at is None:
+            elif isinstance(event, ReplyDone) and event.reply_id in conv.deltas:
+                print(f"{stamp()}  {'reply.text':<18} {conv.deltas.pop(event.reply_id)!r}", flush=True)
+            elif isinstance(event, ReplyInterrupted) and conv.finished_at is None:
                 conv.finished_at = time.monotonic()
-            elif kind == "metrics.turn" and conv.finished_at is None:  # all its audio has been sent
-                conv.finished_at = conv.played_out_at(event["reply_id"], time.monotonic())
-            elif kind == "error" and event.get("code") in ("slow_consumer", "internal"):
-                conv.failed = f"{event['code']}: {event.get('message')}"
-            print(f"{stamp()}  {kind:<18} {describe(event)}", flush=True)
+            elif isinstance(event, MetricsTurn) and conv.finished_at is None:  # all its audio has been sent
+                conv.finished_at = conv.played_out_at(event.reply_id, time.monotonic())
+            elif isinstance(event, ErrorEvent) and event.code in ("slow_consumer", "internal"):
+                conv.failed = f"{event.code}: {event.message}"
+            print(f"{stamp()}  {event.type:<18} {describe(event)}", flush=True)
 
     reader = asyncio.create_task(receive())
     status = 1
     try:
-        await ws.send(json.dumps({"type": "session.start", "sample_rate": SAMPLE_RATE_HZ, "format": "pcm16"}))
+        await client.start()
         waited = time.monotonic() + 10
         while conv.started is None:
             if reader.done() or time.monotonic() > waited:
                 print("error: no session.started from the server", file=sys.stderr)
                 return 1
             await asyncio.sleep(0.01)
-        frame = int(SAMPLE_RATE_HZ * FRAME_S)
+        frame = INPUT_FRAME_SAMPLES
         sent_s, t0 = 0.0, time.monotonic()
         for i in range(0, samples.size, frame):
-            await ws.send(pcm16(samples[i:i + frame]))
+            await client.send_audio(samples[i:i + frame])
             sent_s += FRAME_S
             await asyncio.sleep(max(0.0, t0 + sent_s - time.monotonic()))
         print(f"{stamp()}  (sent {samples.size / SAMPLE_RATE_HZ:.2f} s of {args.wav}; silence follows)", flush=True)
         if args.commit:
-            await ws.send('{"type": "input.commit"}')
-        silent = bytes(2 * frame)
+            await client.commit()
+        silent = np.zeros(frame, np.float32)
         deadline = time.monotonic() + args.timeout_s
         while time.monotonic() < deadline and conv.failed is None and not reader.done():
             if conv.finished_at is not None and time.monotonic() >= conv.finished_at + args.linger_s:
                 break
-            await ws.send(silent)
+            await client.send_audio(silent)
             sent_s += FRAME_S
             await asyncio.sleep(max(0.0, t0 + sent_s - time.monotonic()))
         if conv.failed is not None:
@@ -169,14 +178,14 @@ async def run(args: argparse.Namespace) -> int:
         else:
             status = 0
         if not reader.done():
-            await ws.send('{"type": "session.end"}')
+            await client.end()
             await asyncio.wait_for(reader, 5)
-    except (ConnectionClosed, asyncio.TimeoutError) as exc:
+    except (ConnectionClosed, TimeoutError) as exc:
         print(f"error: the connection closed: {exc}", file=sys.stderr)
         status = 1
     finally:
         reader.cancel()
-        await ws.close()
+        await client.close()
     write_reply(conv, args.out)
     return status
 
@@ -187,7 +196,7 @@ def write_reply(conv: Conversation, out: str | None) -> None:
         return
     import soundfile as sf
 
-    rates = set(conv.rate_hz.values()) or {int((conv.started or {}).get("output", {}).get("sample_rate") or 22050)}
+    rates = set(conv.rate_hz.values()) or {int(conv.started.output.sample_rate if conv.started else 0) or 22050}
     if len(rates) > 1:  # one voice per server: cannot happen today
         print(f"warning: replies at several rates {sorted(rates)}; writing them at {max(rates)} Hz", file=sys.stderr)
     pcm = b"".join(bytes(conv.audio[r]) for r in conv.audio)

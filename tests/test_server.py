@@ -15,7 +15,8 @@ from websockets.exceptions import ConnectionClosed, InvalidStatus
 
 from headstart.clock import FakeClock
 from headstart.config import PipelineConfig
-from headstart.server.server import AudioRateLimit, ServerConfig, VoiceServer
+from headstart.server.rate_limit import AudioRateLimit
+from headstart.server.server import ServerConfig, VoiceServer
 from headstart.session.session import Components
 
 
@@ -462,17 +463,11 @@ def test_every_reply_event_is_sent_with_its_own_reply_id():
     """The session's events carry their reply id (the LLM's text deltas too): the server writes it as
     it comes, so a delta is never labelled with the reply the server saw start last."""
     from headstart.events import TokenDelta
+    from headstart.server.session_frames import session_frames
     from headstart.session.reply import ReplyStarted
-    from headstart.server.server import _Connection
 
-    async def main():
-        server = VoiceServer(no_model_components(), ServerConfig(port=0))
-        connection = _Connection(server, ws=None)
-        out = [*connection._encode(ReplyStarted("r8", "hello")), *connection._encode(TokenDelta("Hi", (1,), "r9"))]
-        server.components.close()
-        return [json.loads(frame) for frame in out]
-
-    started, delta = asyncio.run(main())
+    out = [*session_frames(ReplyStarted("r8", "hello")), *session_frames(TokenDelta("Hi", (1,), "r9"))]
+    started, delta = [json.loads(frame) for frame in out]
     assert started["type"] == "reply.started" and started["reply_id"] == "r8"
     assert delta == {**delta, "type": "reply.text.delta", "reply_id": "r9", "text": "Hi"}
 

@@ -47,11 +47,11 @@ def test_vad_end_figures_start_at_the_vads_end_of_speech():
 
 
 def test_the_servers_turn_metrics_are_the_timelines_in_ms():
-    from headstart.server.protocol import ms
-    from headstart.server.server import turn_metrics
+    from headstart.server.protocol import event_fields, ms
+    from headstart.server.turn_metrics import turn_metrics
 
     t = TurnTimeline(vad_speech_end_at_s=1.1, end_of_turn_at_s=1.35, first_audio_at_s=1.9)
-    out = turn_metrics(t, "r1", False)
+    out = event_fields(turn_metrics(t, "r1", False))
     for key, value in t.metrics().items():
         assert out[key.removesuffix("_s") + "_ms"] == ms(value), key
     assert out["vad_end_to_first_audio_ms"] == 800 and out["turn_end_to_first_audio_ms"] == 550
@@ -67,7 +67,11 @@ def hit_turn() -> TurnTimeline:
 
 
 def test_the_servers_head_start_figures_read_the_turns_records():
-    from headstart.server.server import head_start_metrics
+    from headstart.server.turn_metrics import head_start_metrics as typed_figures
+    from headstart.server.wire_json import to_fields
+
+    def head_start_metrics(turn: TurnTimeline) -> dict:
+        return to_fields(typed_figures(turn))  # as the wire carries them
 
     out = head_start_metrics(hit_turn())
     assert list(out.items()) == [

@@ -5,7 +5,8 @@
     headstart mic --list-devices | --input N|NAME --output N|NAME | --echo auto|aec|gate|off
 
 `--local` loads the models, starts an in-process `VoiceServer` on a free loopback port and connects to
-it like any client: one code path, the documented protocol (README, "Protocol").
+it like any client: one code path, the documented protocol (docs/protocol.md), spoken through
+headstart/server/client.py.
 
 Audio: the microphone is opened at its device's native rate (many refuse 16 kHz) and resampled to
 16 kHz with `StreamResampler`; reply audio (at `reply.audio.start`'s rate) is resampled to the output
@@ -22,18 +23,30 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
-import json
 import signal
 import sys
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
-from headstart.audio import SAMPLE_RATE_HZ, StreamResampler, float32_to_pcm16, pcm16_to_float32
+from headstart.audio import SAMPLE_RATE_HZ, StreamResampler, float32_to_pcm16
 from headstart.config import PipelineConfig
 from headstart.mic.view import MicView
+from headstart.server.client import ClientConnectError, ReplyAudioFrame, VoiceClient
+from headstart.server.protocol import (
+    ClientMessage,
+    PlaybackPosition,
+    ReplyAudioStart,
+    ReplyDone,
+    ReplyInterrupted,
+    ReplyPaused,
+    ReplyResumed,
+    ServerEvent,
+    SessionStarted,
+    event_fields,
+)
 
 SEND_FRAME = SAMPLE_RATE_HZ // 50  # 20 ms frames to the server (640 bytes)
 POSITION_EVERY_S = 0.1  # playback.position cadence while playing
@@ -170,6 +183,7 @@ class MicClient:
 
     `streams` opens the audio devices: a callable `(capture_callback, playback_callback) ->
     (input_rate_hz, output_rate_hz, latency_s, close)`; the default opens sounddevice streams.
+    `show(view, event)` gets each server event as its JSON object (and a "mic.ready" one).
     """
 
     def __init__(self, url: str, *, echo_mode: str = "auto", input_device=None, output_device=None,
@@ -182,11 +196,11 @@ class MicClient:
         self.show = show or (lambda view, event: None)
         self.streams = streams or self._open_sounddevice
         self.stop = asyncio.Event()
-        self.ws = None
+        self.client: VoiceClient | None = None
         self.reply_id: str | None = None
         self.reply_resampler: StreamResampler | None = None
         self.output_rate_hz = 0
-        self._sendq: asyncio.Queue[bytes | str] = asyncio.Queue()
+        self._sendq: asyncio.Queue[bytes | ClientMessage] = asyncio.Queue()
         self._last_position_at = -1.0
         self.closed_by_server: str | None = None
 
@@ -220,24 +234,21 @@ class MicClient:
     async def run(self) -> int:
         """Connect, stream until `stop` is set or the server closes. 0 on a clean end, 1 if the server
         went away. Raises MicError when the server cannot be reached or refuses the session."""
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import InvalidHandshake, InvalidURI
-
         from headstart.mic.echo import make_echo_control
 
         loop = asyncio.get_running_loop()
         try:
-            self.ws = await asyncio.wait_for(connect(self.url, max_size=None, open_timeout=10), 15)
-        except (OSError, InvalidHandshake, InvalidURI, TimeoutError) as exc:
-            raise MicError(f"cannot connect to {self.url}: {exc}") from exc
+            self.client = client = await VoiceClient.open(self.url, open_timeout_s=10)
+        except ClientConnectError as exc:
+            raise MicError(str(exc)) from exc
         close_streams = None
         tasks: list[asyncio.Task] = []
         try:
-            await self.ws.send(json.dumps({"type": "session.start", "sample_rate": SAMPLE_RATE_HZ,
-                                           "format": "pcm16"}))
-            started = json.loads(await asyncio.wait_for(self.ws.recv(), 15))
-            if started.get("type") != "session.started":
-                raise MicError(f"the server did not start a session: {started}")
+            await client.start()
+            started = await asyncio.wait_for(client.receive(), 15)
+            if not isinstance(started, SessionStarted):
+                shown = event_fields(started) if isinstance(started, ServerEvent) else "reply audio"
+                raise MicError(f"the server did not start a session: {shown}")
             self._on_event(started)
             self.player = PlaybackBuffer(loop, self._on_played)
             handoff_target: list[Callable[[np.ndarray], None]] = []
@@ -250,8 +261,8 @@ class MicClient:
             handoff_target.append(self._on_captured)
             self.show(self.view, {"type": "mic.ready", "input_rate_hz": in_rate, "output_rate_hz": self.output_rate_hz,
                                   "echo": self.view.echo_mode})
-            tasks = [asyncio.create_task(self._sender(), name="mic-sender"),
-                     asyncio.create_task(self._reader(), name="mic-reader")]
+            tasks = [asyncio.create_task(self._sender(client), name="mic-sender"),
+                     asyncio.create_task(self._reader(client), name="mic-reader")]
             stop_wait = asyncio.create_task(self.stop.wait())
             await asyncio.wait([stop_wait, *tasks], return_when=asyncio.FIRST_COMPLETED)
             stop_wait.cancel()
@@ -262,9 +273,9 @@ class MicClient:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.ws.send(json.dumps({"type": "session.end"})), 2)
+                await asyncio.wait_for(client.end(), 2)
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(self.ws.close(), 3)
+                await asyncio.wait_for(client.close(), 3)
         return 1 if self.closed_by_server is not None else 0
 
     def _on_captured(self, block: np.ndarray) -> None:
@@ -283,55 +294,51 @@ class MicClient:
 
     def _position(self, reply_id: str, played: int) -> None:
         position_ms = round(played * 1000.0 / self.output_rate_hz, 1)
-        self._sendq.put_nowait(json.dumps({"type": "playback.position", "reply_id": reply_id,
-                                           "position_ms": position_ms}))
+        self._sendq.put_nowait(PlaybackPosition(reply_id=reply_id, position_ms=position_ms))
 
-    async def _sender(self) -> None:
+    async def _sender(self, client: VoiceClient) -> None:
         while True:
-            await self.ws.send(await self._sendq.get())
+            item = await self._sendq.get()
+            if isinstance(item, bytes):
+                await client.send_pcm16(item)
+            else:
+                await client.send(item)
 
-    async def _reader(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        try:
-            async for message in self.ws:
-                if isinstance(message, bytes):
-                    self._on_audio(message)
-                else:
-                    with contextlib.suppress(ValueError):
-                        self._on_event(json.loads(message))
-        except ConnectionClosed:
-            pass
+    async def _reader(self, client: VoiceClient) -> None:
+        async for item in client:
+            if isinstance(item, ReplyAudioFrame):
+                self._on_audio(item)
+            else:
+                self._on_event(item)
         if not self.stop.is_set():
-            self.closed_by_server = f"{self.ws.close_code} {self.ws.close_reason}".strip()
+            self.closed_by_server = f"{client.close_code} {client.close_reason}".strip()
 
-    def _on_audio(self, data: bytes) -> None:
-        if self.reply_id is None or self.reply_resampler is None or len(data) % 2:
+    def _on_audio(self, frame: ReplyAudioFrame) -> None:
+        if self.reply_id is None or self.reply_resampler is None or len(frame.pcm16) % 2:
             return
-        self.player.push(self.reply_id, self.reply_resampler.push(pcm16_to_float32(data)))
+        self.player.push(self.reply_id, self.reply_resampler.push(frame.samples()))
 
-    def _on_event(self, event: dict) -> None:
-        kind = event.get("type")
-        rid = event.get("reply_id")
-        if kind == "reply.audio.start":
+    def _on_event(self, event: ServerEvent) -> None:
+        if isinstance(event, ReplyAudioStart):
             self._flush_resampler()
-            self.reply_id = rid
-            self.reply_resampler = StreamResampler(int(event["sample_rate"]), self.output_rate_hz)
+            self.reply_id = event.reply_id
+            self.reply_resampler = StreamResampler(int(event.sample_rate), self.output_rate_hz)
             self.player.resume()
-        elif kind == "reply.done" and rid == self.reply_id:
+        elif isinstance(event, ReplyDone) and event.reply_id == self.reply_id:
             self._flush_resampler()
-        elif kind == "reply.paused":
+        elif isinstance(event, ReplyPaused):
             self.player.pause()
-            if rid is not None:
-                self._position(rid, self.player.played_samples(rid))
-        elif kind == "reply.resumed":
+            if event.reply_id:
+                self._position(event.reply_id, self.player.played_samples(event.reply_id))
+        elif isinstance(event, ReplyResumed):
             self.player.resume()
-        elif kind == "reply.interrupted":
+        elif isinstance(event, ReplyInterrupted):
             self.player.flush()
             self.player.resume()
             self.reply_resampler = None
-        self.view.apply(event)
-        self.show(self.view, event)
+        fields = event_fields(event)
+        self.view.apply(fields)
+        self.show(self.view, fields)
 
     def _flush_resampler(self) -> None:
         if self.reply_resampler is not None and self.reply_id is not None:

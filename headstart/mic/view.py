@@ -1,6 +1,6 @@
 """The terminal view of `headstart mic`: state, transcripts, the streaming reply, per-turn latency.
 
-`MicView.apply(event)` takes the server's JSON events (README, "Protocol") as dicts; `render()` gives
+`MicView.apply(event)` takes the server's JSON events (docs/protocol.md) as dicts; `render()` gives
 a rich renderable (drawn with `rich.live.Live` on a terminal); `lines(event)` gives plain log lines
 for a non-terminal stdout. No I/O here.
 """

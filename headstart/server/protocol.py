@@ -1,73 +1,58 @@
-"""The wire protocol of `headstart serve`: JSON text events with a `type`, and PCM16 binary frames.
+"""The wire protocol of `headstart serve`, both halves: JSON text frames with a `type`, PCM16 binary frames.
 
-Client -> server
-    binary frames: little-endian PCM16 mono at 16 kHz, any whole number of samples (20 ms = 640 bytes
-    recommended).
-    text frames, one JSON object each:
-        {"type": "session.start", "sample_rate": 16000, "format": "pcm16"}   (both fields optional)
-        {"type": "input.commit"}          the user ends the turn now (push-to-talk released)
-        {"type": "input.clear"}           drop the user audio of the turn in progress
-        {"type": "playback.position", "reply_id": "r1", "position_ms": 1234.5}
-                                          how much of reply r1's audio the client has played
-        {"type": "reply.interrupt"}       stop the current reply (a stop button); with "reply_id" only
-                                          that reply: a stale or unknown id interrupts nothing and gets
-                                          an `error` event with code "stale_reply"
-        {"type": "session.reset"}         forget the conversation (history) and any turn in progress
-        {"type": "session.end"}           the server closes the connection (1000)
+docs/protocol.md describes it for a client author. Here each message is a frozen dataclass whose
+fields are the JSON object's members, in order (`type` comes first, from the class):
 
-Server -> client: `session.started`, `vad.speech_started`, `vad.speech_stopped`, `transcript.partial`,
-`transcript.final`, `turn.end`, `reply.started`, `reply.text.delta`, `reply.audio.start` (then binary
-PCM16 frames at its `sample_rate`), `reply.paused`, `reply.resumed`, `reply.done`,
-`reply.interrupted`, `metrics.turn`, `error`. Builders for each are below (`server_event`); README.md
-("Protocol") documents every field.
+    client -> server   `ClientMessage`s: SessionStart, InputCommit, InputClear, PlaybackPosition,
+                       ReplyInterrupt, SessionReset, SessionEnd; binary frames of PCM16 mono 16 kHz audio
+    server -> client   `ServerEvent`s: SessionStarted, VADSpeechStarted, VADSpeechStopped,
+                       TranscriptPartial, TranscriptFinal, TurnEnd, ReplyStarted, ReplyTextDelta,
+                       ReplyAudioStart (then binary PCM16 frames at its `sample_rate`), ReplyPaused,
+                       ReplyResumed, ReplyDone, ReplyInterrupted, MetricsTurn, ErrorEvent
 
-Parsing never raises anything but `ProtocolError`, whose `code` goes into the `error` event.
+One encoder each way: `encode_client_message` (clients), `encode_server_event` (the server); one
+checked parser each way: `parse_client_text` (the server), `decode_server_event` (clients). Times on
+the wire are milliseconds (`*_ms`, from seconds by `ms`); `audio_ms` is a position in the user's
+audio stream. Parsing never raises anything but `ProtocolError`, whose `code` goes into the `error`
+event.
 """
 
 from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
-from typing import Any
+import typing
+from dataclasses import MISSING, dataclass, field, fields
+from typing import Any, ClassVar
 
 import numpy as np
 
+from headstart.audio import float32_to_pcm16
+from headstart.server.wire_json import FLATTEN, OMIT_IF_NONE, from_fields, to_fields
+
 PROTOCOL_VERSION = 1
+WS_PATH = "/ws"
 INPUT_SAMPLE_RATE_HZ = 16_000
 INPUT_FORMAT = "pcm16"
+INPUT_FRAME_SAMPLES = 320  # 20 ms at 16 kHz (640 bytes): the recommended frame; any whole samples do
 MAX_REPLY_ID_CHARS = 64
 
-CLIENT_TYPES = frozenset({
-    "session.start", "input.commit", "input.clear", "playback.position", "reply.interrupt",
-    "session.reset", "session.end",
-})
-SERVER_TYPES = frozenset({
-    "session.started", "vad.speech_started", "vad.speech_stopped", "transcript.partial",
-    "transcript.final", "turn.end", "reply.started", "reply.text.delta", "reply.audio.start",
-    "reply.paused", "reply.resumed", "reply.done", "reply.interrupted", "metrics.turn", "error",
-})
-
-# Fields each client message may carry: name -> (accepted python types, required).
-_FIELDS: dict[str, dict[str, tuple[tuple[type, ...], bool]]] = {
-    "session.start": {"sample_rate": ((int,), False), "format": ((str,), False)},
-    "input.commit": {},
-    "input.clear": {},
-    "playback.position": {"reply_id": ((str,), True), "position_ms": ((int, float), True)},
-    "reply.interrupt": {"reply_id": ((str,), False)},
-    "session.reset": {},
-    "session.end": {},
-}
+# Close codes the server uses (RFC 6455 numbers).
+CLOSE_ENDED = 1000  # after `session.end`
+CLOSE_POLICY = 1008  # after `error` "slow_consumer"; a websocket on a path other than WS_PATH
+CLOSE_TOO_BIG = 1009  # a frame over the server's `max_message_bytes`
+CLOSE_FULL = 1013  # every session slot is taken (the handshake normally answers 503 first)
 
 
 class ProtocolError(ValueError):
-    """A client frame the protocol does not accept.
+    """A frame the protocol does not accept.
 
     Attributes:
         code: a stable machine-readable reason: "malformed_json", "not_an_object", "missing_type",
             "unknown_type", "invalid_field", "unsupported_rate", "unsupported_format",
             "odd_byte_length", "unexpected_binary", "not_started", "already_started",
             "rate_limited", "busy".
+        message: the human explanation (it names the field and what was expected).
     """
 
     def __init__(self, code: str, message: str) -> None:
@@ -76,19 +61,102 @@ class ProtocolError(ValueError):
         self.message = message
 
 
+def ms(seconds: float | None) -> float | None:
+    """Seconds -> milliseconds for the wire (rounded to 0.1 ms); None stays None."""
+    return None if seconds is None else round(seconds * 1000.0, 1)
+
+
+# -- client -> server ---------------------------------------------------------------------------------
+
+
 @dataclass(frozen=True, slots=True)
 class ClientMessage:
-    """One parsed client text frame: its `type` and its checked fields (unknown fields dropped)."""
+    """A client text frame. `fields` are its members besides `type` (the ones given)."""
 
-    type: str
-    fields: dict[str, Any]
+    type: ClassVar[str]
+
+    @property
+    def fields(self) -> dict[str, Any]:
+        return to_fields(self)
 
     def get(self, name: str, default: Any = None) -> Any:
         return self.fields.get(name, default)
 
 
+@dataclass(frozen=True, slots=True)
+class SessionStart(ClientMessage):
+    """Start the session; audio before it is refused. Both fields optional; any other than 16000 Hz /
+    "pcm16" is refused ("unsupported_rate", "unsupported_format")."""
+
+    type: ClassVar[str] = "session.start"
+    sample_rate: int | None = field(default=None, metadata=OMIT_IF_NONE)  # Hz
+    format: str | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class InputCommit(ClientMessage):
+    """The user ends the turn now (push-to-talk released); the audio stream goes on."""
+
+    type: ClassVar[str] = "input.commit"
+
+
+@dataclass(frozen=True, slots=True)
+class InputClear(ClientMessage):
+    """Drop the user audio of the turn in progress."""
+
+    type: ClassVar[str] = "input.clear"
+
+
+@dataclass(frozen=True, slots=True)
+class PlaybackPosition(ClientMessage):
+    """How much of reply `reply_id`'s audio the client has played (ms from the reply's first sample)."""
+
+    type: ClassVar[str] = "playback.position"
+    reply_id: str
+    position_ms: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyInterrupt(ClientMessage):
+    """Stop the reply in progress (a stop button); with `reply_id` only that reply: a stale or unknown
+    id interrupts nothing and is answered with `error` "stale_reply"."""
+
+    type: ClassVar[str] = "reply.interrupt"
+    reply_id: str | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionReset(ClientMessage):
+    """Forget the conversation (history) and any turn in progress."""
+
+    type: ClassVar[str] = "session.reset"
+
+
+@dataclass(frozen=True, slots=True)
+class SessionEnd(ClientMessage):
+    """End the session: the server closes the connection (1000)."""
+
+    type: ClassVar[str] = "session.end"
+
+
+CLIENT_MESSAGES: dict[str, type[ClientMessage]] = {cls.type: cls for cls in (
+    SessionStart, InputCommit, InputClear, PlaybackPosition, ReplyInterrupt, SessionReset, SessionEnd)}
+CLIENT_TYPES = frozenset(CLIENT_MESSAGES)
+
+
+def encode_client_message(message: ClientMessage) -> str:
+    """One client -> server JSON text frame. ValueError for a number that is not finite."""
+    return json.dumps({"type": message.type, **to_fields(message)}, ensure_ascii=False, allow_nan=False)
+
+
+def encode_audio(samples: np.ndarray) -> bytes:
+    """float32 samples (num_samples,) in [-1, 1] at 16 kHz -> one binary frame of little-endian PCM16
+    (values outside are clipped)."""
+    return float32_to_pcm16(samples)
+
+
 def parse_client_text(text: str | bytes) -> ClientMessage:
-    """Parse and check one client text frame.
+    """Parse and check one client text frame; members the message does not have are dropped.
 
     Raises:
         ProtocolError: malformed JSON, not an object, no/unknown `type`, a field of the wrong type or
@@ -109,8 +177,9 @@ def parse_client_text(text: str | bytes) -> ClientMessage:
         raise ProtocolError(
             "unknown_type", f"unknown event type {shown!r}; expected one of {', '.join(sorted(CLIENT_TYPES))}"
         )
-    fields: dict[str, Any] = {}
-    for name, (types, required) in _FIELDS[kind].items():
+    cls = CLIENT_MESSAGES[kind]
+    checked: dict[str, Any] = {}
+    for name, (types, required) in _client_fields(cls).items():
         if name not in data:
             if required:
                 raise ProtocolError("invalid_field", f"{kind} needs the field {name!r}")
@@ -121,9 +190,22 @@ def parse_client_text(text: str | bytes) -> ClientMessage:
             raise ProtocolError(
                 "invalid_field", f"{kind}.{name} must be {wanted}, got {type(value).__name__}"
             )
-        fields[name] = value
-    _check_values(kind, fields)
-    return ClientMessage(kind, fields)
+        checked[name] = value
+    _check_values(kind, checked)
+    return cls(**checked)
+
+
+def _client_fields(cls: type[ClientMessage]) -> dict[str, tuple[tuple[type, ...], bool]]:
+    """name -> (the JSON types accepted, required) of a client message's fields: a `float` field takes
+    any JSON number, an `X | None` field is optional."""
+    hints = typing.get_type_hints(cls)
+    out: dict[str, tuple[tuple[type, ...], bool]] = {}
+    for f in fields(cls):
+        accepted = tuple(t for t in typing.get_args(hints[f.name]) or (hints[f.name],) if t is not type(None))
+        if float in accepted:
+            accepted = (int, float)
+        out[f.name] = (accepted, f.default is MISSING and f.default_factory is MISSING)
+    return out
 
 
 def _reject_constant(name: str) -> Any:
@@ -177,17 +259,309 @@ def parse_audio(data: bytes | bytearray | memoryview) -> np.ndarray:
     return np.frombuffer(data, dtype="<i2").astype(np.float32) * np.float32(1.0 / 32768.0)
 
 
+def looks_like_json(data: bytes) -> bool:
+    """Whether a binary frame holds a JSON object (a client that sent an event as binary: the server
+    answers "unexpected_binary" instead of playing it as audio)."""
+    if data[:1] != b"{" or data[-1:] != b"}":
+        return False
+    try:
+        return isinstance(json.loads(data), dict)
+    except ValueError:
+        return False
+
+
+# -- server -> client ---------------------------------------------------------------------------------
+# Every field has a default: what a client reads when a server leaves the member out.
+
+
+@dataclass(frozen=True, slots=True)
+class ServerEvent:
+    """A server text frame."""
+
+    type: ClassVar[str]
+
+
+@dataclass(frozen=True, slots=True)
+class AudioFormat:
+    """An audio stream's format: `sample_rate` in Hz (0: the server has no voice), `format` "pcm16"."""
+
+    sample_rate: int = 0
+    format: str = INPUT_FORMAT
+
+
+@dataclass(frozen=True, slots=True)
+class SessionLimits:
+    """The largest frame accepted (bytes) and how much faster than real time audio may come."""
+
+    max_message_bytes: int = 0
+    max_audio_speed: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class LLMInfo:
+    """The session's LLM: `model`; `precision` ("float32+int8", "bfloat16", ..., "remote", "unchecked");
+    for a local model checked at load, `exact` (the exactness self-test passed), `speculative` (the
+    drafter in use, "none" when off) and `speculative_off` (why it is off, when the self-test turned it off)."""
+
+    model: str = ""
+    precision: str = ""
+    exact: bool | None = field(default=None, metadata=OMIT_IF_NONE)
+    speculative: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    speculative_off: str | None = field(default=None, metadata=OMIT_IF_NONE)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStarted(ServerEvent):
+    """The session is ready. `input`: the audio the server takes; `output`: the reply audio it sends."""
+
+    type: ClassVar[str] = "session.started"
+    protocol: int = PROTOCOL_VERSION
+    session_id: str = ""
+    input: AudioFormat = AudioFormat(INPUT_SAMPLE_RATE_HZ)
+    output: AudioFormat = AudioFormat()
+    limits: SessionLimits = SessionLimits()
+    llm: LLMInfo = LLMInfo()
+
+
+@dataclass(frozen=True, slots=True)
+class VADSpeechStarted(ServerEvent):
+    """The VAD heard the user's speech start at `audio_ms` in the user's audio stream."""
+
+    type: ClassVar[str] = "vad.speech_started"
+    audio_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class VADSpeechStopped(ServerEvent):
+    """The VAD heard the user's speech stop at `audio_ms` (the end of the last voiced window)."""
+
+    type: ClassVar[str] = "vad.speech_stopped"
+    audio_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptPartial(ServerEvent):
+    """A streaming ASR hypothesis up to `audio_ms`: `text` = `committed` (stable, only grows) + `pending`."""
+
+    type: ClassVar[str] = "transcript.partial"
+    text: str = ""
+    committed: str = ""
+    pending: str = ""
+    audio_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TranscriptFinal(ServerEvent):
+    """The utterance's transcript up to `audio_ms` ("" = no words: no turn); a later final before
+    `turn.end` replaces it (the user paused and went on)."""
+
+    type: ClassVar[str] = "transcript.final"
+    text: str = ""
+    audio_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnEnd(ServerEvent):
+    """The user's turn is over at `audio_ms`, decided on end-of-utterance probability
+    `eou_probability` (1.0: none known); a reply follows."""
+
+    type: ClassVar[str] = "turn.end"
+    audio_ms: float | None = None
+    eou_probability: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyStarted(ServerEvent):
+    """The LLM is answering `transcript` with reply `reply_id`."""
+
+    type: ClassVar[str] = "reply.started"
+    reply_id: str = ""
+    transcript: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyTextDelta(ServerEvent):
+    """Reply text as it is generated (whole characters)."""
+
+    type: ClassVar[str] = "reply.text.delta"
+    reply_id: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyAudioStart(ServerEvent):
+    """Binary frames of this reply follow: PCM16 mono at `sample_rate` Hz."""
+
+    type: ClassVar[str] = "reply.audio.start"
+    reply_id: str = ""
+    sample_rate: int = 0
+    format: str = INPUT_FORMAT
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyPaused(ServerEvent):
+    """The user may be barging in: pause playback, keep the buffer."""
+
+    type: ClassVar[str] = "reply.paused"
+    reply_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyResumed(ServerEvent):
+    """It was not a barge-in: resume playback."""
+
+    type: ClassVar[str] = "reply.resumed"
+    reply_id: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyDone(ServerEvent):
+    """All of the reply's audio has been sent: `text` the whole reply, `audio_ms` its audio's length."""
+
+    type: ClassVar[str] = "reply.done"
+    reply_id: str = ""
+    text: str = ""
+    audio_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ReplyInterrupted(ServerEvent):
+    """The reply stopped after `played_ms` of its audio: flush the playback buffer (`flush` is always
+    true). The history keeps `heard_text`. `reason`: "barge_in", "client", "new_turn", "reset"."""
+
+    type: ClassVar[str] = "reply.interrupted"
+    reply_id: str = ""
+    heard_text: str = ""
+    played_ms: float | None = None
+    reason: str = ""
+    flush: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLatencies:
+    """A turn's latency figures in ms (None where it did not happen). `speech_end_to_*` and
+    `voice_to_voice_ms` need the true end of speech, which a server learns only from a harness;
+    `vad_end_to_*` start at the VAD's end of speech."""
+
+    speech_end_to_final_ms: float | None = None
+    speech_end_to_eot_ms: float | None = None
+    speech_end_to_first_token_ms: float | None = None
+    voice_to_voice_ms: float | None = None
+    ttft_ms: float | None = None
+    tpot_ms: float | None = None
+    tts_ttfa_ms: float | None = None
+    vad_end_to_final_ms: float | None = None
+    vad_end_to_turn_end_ms: float | None = None
+    vad_end_to_first_token_ms: float | None = None
+    vad_end_to_first_audio_ms: float | None = None
+    turn_end_to_first_audio_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeldReply:
+    """A head-start hit: the held reply started `preemptive_lead_ms` before the end of turn, with
+    `held_tokens` tokens and `held_audio_ms` of audio ready when the turn ended."""
+
+    preemptive_lead_ms: float | None = None
+    held_tokens: int = 0
+    held_audio_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HeadStartFigures:
+    """The head start's outcome for a turn: `preemptive` "hit" (a held reply was released), "miss" (one
+    was dropped) or "none"; the session's running `preemptive_hits` / `_misses` / `_wasted_tokens`; the
+    EOU probability the end of turn was decided on (1.0: none known) and the session's running count of
+    EOU estimates computed / skipped and their compute time (ms); `held` on a hit."""
+
+    preemptive: str = "none"
+    preemptive_hits: int = 0
+    preemptive_misses: int = 0
+    preemptive_wasted_tokens: int = 0
+    eou_probability: float | None = None
+    eou_computed: int = 0
+    eou_skipped: int = 0
+    eou_compute_ms: float | None = 0.0
+    held: HeldReply | None = field(default=None, metadata=FLATTEN)
+
+
+@dataclass(frozen=True, slots=True)
+class MetricsTurn(ServerEvent):
+    """Every latency figure of a finished turn and the head start's outcome. On the wire the members of
+    `latencies` and `head_start` sit in the event itself."""
+
+    type: ClassVar[str] = "metrics.turn"
+    reply_id: str = ""
+    interrupted: bool = False
+    transcript: str = ""
+    reply: str = ""
+    num_tokens: int = 0
+    reply_audio_ms: float | None = None
+    latencies: TurnLatencies = field(default=TurnLatencies(), metadata=FLATTEN)
+    head_start: HeadStartFigures = field(default=HeadStartFigures(), metadata=FLATTEN)
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorEvent(ServerEvent):
+    """A bad frame or a failed stage; the session goes on (except after "slow_consumer" and a failed
+    session start). `code`: ProtocolError's codes, "bad_audio", "stale_reply", "internal",
+    "slow_consumer", "llm_unavailable", "llm_rejected", "llm_broken", "llm_failed"."""
+
+    type: ClassVar[str] = "error"
+    code: str = ""
+    message: str = ""
+
+
+SERVER_EVENTS: dict[str, type[ServerEvent]] = {cls.type: cls for cls in (
+    SessionStarted, VADSpeechStarted, VADSpeechStopped, TranscriptPartial, TranscriptFinal, TurnEnd,
+    ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone, ReplyInterrupted,
+    MetricsTurn, ErrorEvent)}
+SERVER_TYPES = frozenset(SERVER_EVENTS)
+
+
+def encode_server_event(event: ServerEvent) -> str:
+    """One server -> client JSON text frame. ValueError for a number that is not finite."""
+    return server_event(event.type, **to_fields(event))
+
+
 def server_event(kind: str, **fields: Any) -> str:
-    """One server -> client JSON text frame. ValueError for a type not in `SERVER_TYPES`."""
+    """One server -> client JSON text frame from its type and members, unchecked against the event's
+    fields (`encode_server_event` is the typed form). ValueError for a type not in `SERVER_TYPES` or a
+    number that is not finite."""
     if kind not in SERVER_TYPES:
         raise ValueError(f"not a server event type: {kind!r}")
     return json.dumps({"type": kind, **fields}, ensure_ascii=False, allow_nan=False)
 
 
 def error_event(code: str, message: str) -> str:
-    return server_event("error", code=code, message=message)
+    """The `error` event's frame."""
+    return encode_server_event(ErrorEvent(code=code, message=message))
 
 
-def ms(seconds: float | None) -> float | None:
-    """Seconds -> milliseconds for the wire (rounded to 0.1 ms); None stays None."""
-    return None if seconds is None else round(seconds * 1000.0, 1)
+def event_fields(event: ServerEvent) -> dict[str, Any]:
+    """An event as its JSON object (`type` first), as the server sends it."""
+    return {"type": event.type, **to_fields(event)}
+
+
+def decode_server_event(text: str | bytes) -> ServerEvent:
+    """A server text frame as its typed event: members it does not know are ignored, members it lacks
+    take their defaults, values are taken as sent.
+
+    Raises:
+        ProtocolError: malformed JSON, not an object, or a `type` that is not a server event
+            ("unknown_type": a newer server's event, which a client may skip).
+    """
+    try:
+        data = json.loads(text)
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        raise ProtocolError("malformed_json", f"a server frame is not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise ProtocolError("not_an_object", f"a server frame must be a JSON object, got {type(data).__name__}")
+    kind = data.get("type")
+    cls = SERVER_EVENTS.get(kind) if isinstance(kind, str) else None
+    if cls is None:
+        raise ProtocolError("unknown_type", f"not a server event type: {str(kind)[:64]!r}")
+    try:
+        return from_fields(cls, data)
+    except TypeError as exc:  # a nested member that is not an object
+        raise ProtocolError("invalid_field", f"{kind}: {exc}") from None

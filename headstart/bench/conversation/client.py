@@ -1,4 +1,5 @@
-"""The harness's websocket client: it talks to `headstart serve` exactly as the page and the mic app do.
+"""The harness's websocket client: it talks to `headstart serve` exactly as the page and the mic app do
+(through headstart/server/client.py, as the mic app does).
 
 One `run_session` call is one websocket connection (one server Session): it sends `session.start`, then
 each user turn's recording as 20 ms PCM16 frames at real-time pace, then room-level noise (a microphone
@@ -22,12 +23,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from headstart.server.client import ReplyAudioFrame, VoiceClient, WebSocket, open_connection
+from headstart.server.protocol import (
+    MetricsTurn,
+    ReplyAudioStart,
+    ReplyInterrupted,
+    ReplyPaused,
+    ReplyResumed,
+    ReplyStarted,
+    ServerEvent,
+    TranscriptFinal,
+    TurnEnd,
+    VADSpeechStarted,
+    event_fields,
+)
 
 SR = 16_000
 FRAME_S = 0.02
@@ -151,15 +166,15 @@ def replay(player: Player, kind: str, payload: dict, t: float) -> None:
     """Apply one server event to `player` as a real-time client does on its arrival (live, and when
     the metrics replay a logged turn)."""
     rid = payload.get("reply_id")
-    if kind == "reply.audio.start":
+    if kind == ReplyAudioStart.type:
         player.start(rid, payload.get("sample_rate", 16_000), t)
     elif kind == "audio":
         player.audio(payload["bytes"], t)
-    elif kind == "reply.paused" and rid == player.reply_id:
+    elif kind == ReplyPaused.type and rid == player.reply_id:
         player.pause(t)
-    elif kind == "reply.resumed" and rid == player.reply_id:
+    elif kind == ReplyResumed.type and rid == player.reply_id:
         player.resume(t)
-    elif kind == "reply.interrupted" and rid == player.reply_id:
+    elif kind == ReplyInterrupted.type and rid == player.reply_id:
         player.flush(t)
 
 
@@ -168,15 +183,11 @@ def noise_frame(rms: float, rng: np.random.Generator) -> np.ndarray:
     return (rng.standard_normal(FRAME_SAMPLES) * rms).astype(np.float32)
 
 
-def pcm16(samples: np.ndarray) -> bytes:
-    return (np.clip(samples, -1.0, 1.0) * 32767.0).astype("<i2").tobytes()
-
-
 class _Conn:
     """One connection's state: the receiver task fills the current record and drives the player."""
 
-    def __init__(self, ws, clock: Callable[[], float]) -> None:
-        self.ws = ws
+    def __init__(self, ws: WebSocket, clock: Callable[[], float]) -> None:
+        self.client = VoiceClient(ws)
         self.clock = clock
         self.player = Player()
         self.record: TurnRecord | None = None
@@ -193,29 +204,21 @@ class _Conn:
         self.changed.set()
 
     async def receive(self) -> None:
-        from websockets.exceptions import ConnectionClosed
-
         try:
-            async for message in self.ws:
-                if isinstance(message, bytes):
+            async for item in self.client:
+                if isinstance(item, ReplyAudioFrame):
                     if self.record is not None and self.player.reply_id is not None:
-                        self.record.reply_audio.setdefault(self.player.reply_id, bytearray()).extend(message)
-                    self.note("audio", {"bytes": len(message), "reply_id": self.player.reply_id})
-                    continue
-                try:
-                    event = json.loads(message)
-                except ValueError:
-                    continue
-                self.note(str(event.get("type")), event)
-        except ConnectionClosed:
-            pass
+                        self.record.reply_audio.setdefault(self.player.reply_id, bytearray()).extend(item.pcm16)
+                    self.note("audio", {"bytes": len(item.pcm16), "reply_id": self.player.reply_id})
+                else:
+                    self.note(item.type, event_fields(item))
         finally:
             self.closed = True
             self.changed.set()
 
 
-def _seen(record: TurnRecord, kind: str, after: float = float("-inf")) -> list[dict]:
-    return [payload for t, k, payload in record.events if k == kind and t >= after]
+def _seen(record: TurnRecord, event: type[ServerEvent], after: float = float("-inf")) -> list[dict]:
+    return [payload for t, k, payload in record.events if k == event.type and t >= after]
 
 
 async def run_session(
@@ -240,28 +243,25 @@ async def run_session(
 
     Returns one TurnRecord per turn, in order. Raises OSError / websockets errors when the server cannot
     be reached or refuses the connection (e.g. 503: too many sessions)."""
-    if connect is None:
-        from websockets.asyncio.client import connect
-
     rng = np.random.default_rng(seed)
     records: list[TurnRecord] = []
-    async with connect(url, max_size=None, compression=None, open_timeout=30, close_timeout=1,
-                       ping_interval=None) as ws:
+    async with open_connection(url, connect=connect, open_timeout_s=30, compression=None, close_timeout=1,
+                               ping_interval=None) as ws:
         conn = _Conn(ws, clock)
+        client = conn.client
         receiver = asyncio.create_task(conn.receive(), name="bench-client-receive")
-        await ws.send(json.dumps({"type": "session.start", "sample_rate": SR, "format": "pcm16"}))
+        await client.start()
         pace = _Pacer(clock)
         last_position = [0.0]
 
         async def send_frame(samples: np.ndarray) -> None:
             await pace.wait()
-            await ws.send(pcm16(samples))
+            await client.send_audio(samples)
             conn.stream_s += samples.shape[0] / SR
             now = clock()
             if conn.player.reply_id is not None and now - last_position[0] >= POSITION_EVERY_S:
                 last_position[0] = now
-                await ws.send(json.dumps({"type": "playback.position", "reply_id": conn.player.reply_id,
-                                          "position_ms": round(conn.player.position(now) * 1000.0, 1)}))
+                await client.report_playback(conn.player.reply_id, round(conn.player.position(now) * 1000.0, 1))
 
         async def send_utterance(turn: UserTurn, on_start=None, on_end=None) -> float:
             offset = conn.stream_s
@@ -307,8 +307,8 @@ async def run_session(
                 record.speech_end_stream_s = record.offset_s + turn.speech_end_s
                 record.audio_end_at_s = clock()
                 if mode == "pause":
-                    ok = await idle_until(lambda r=record: bool(_seen(r, "turn.end")), settle_s + 2.5)
-                    record.timed_out = not ok and not _seen(record, "transcript.final")
+                    ok = await idle_until(lambda r=record: bool(_seen(r, TurnEnd)), settle_s + 2.5)
+                    record.timed_out = not ok and not _seen(record, TranscriptFinal)
                     break  # the rest of the session is no use: close it (cancels its reply)
                 if mode == "bargein":
                     # `metrics.turn` only says all the reply's audio was *sent* (the server sends ahead of
@@ -316,7 +316,7 @@ async def run_session(
                     def playing_long_enough(r=record) -> bool:
                         if conn.player.position(clock()) >= barge_after_s:
                             return True
-                        return bool(_seen(r, "metrics.turn")) and not conn.player.playing(clock())
+                        return bool(_seen(r, MetricsTurn)) and not conn.player.playing(clock())
 
                     ok = await idle_until(playing_long_enough, max_wait_s)
                     if not ok or not conn.player.playing(clock()) or barge is None:
@@ -329,26 +329,26 @@ async def run_session(
 
                     record.barge_offset_s = await send_utterance(barge, at_barge)
                     # over once the reply is interrupted (or, failing that, has finished anyway)
-                    ok = await idle_until(lambda r=record: bool(_seen(r, "reply.interrupted") or _seen(r, "metrics.turn")),
+                    ok = await idle_until(lambda r=record: bool(_seen(r, ReplyInterrupted) or _seen(r, MetricsTurn)),
                                           max_wait_s)
                     record.timed_out = not ok
                     break
 
                 def turn_over(r=record) -> bool:
-                    if _seen(r, "metrics.turn"):
+                    if _seen(r, MetricsTurn):
                         return not conn.player.playing(clock())
                     return False
 
                 def nothing_heard(r=record) -> bool:
                     """No reply will come: the VAD heard no speech at all, or the utterance had no
                     words (an empty final) and no turn followed it."""
-                    if _seen(r, "reply.started") or _seen(r, "turn.end"):
+                    if _seen(r, ReplyStarted) or _seen(r, TurnEnd):
                         return False
-                    if not _seen(r, "vad.speech_started"):
+                    if not _seen(r, VADSpeechStarted):
                         return clock() - r.audio_end_at_s >= settle_s
-                    finals = [t for t, k, p in r.events if k == "transcript.final"]
+                    finals = [t for t, k, p in r.events if k == TranscriptFinal.type]
                     if finals and not any((p.get("text") or "").strip() for _, k, p in r.events
-                                          if k == "transcript.final"):
+                                          if k == TranscriptFinal.type):
                         return clock() - finals[-1] >= settle_s
                     return False
 
@@ -359,9 +359,9 @@ async def run_session(
         finally:
             conn.record = None
             with contextlib.suppress(Exception):
-                await ws.send(json.dumps({"type": "session.end"}))
+                await client.end()
             with contextlib.suppress(Exception):
-                await asyncio.wait_for(ws.close(), 2.0)
+                await asyncio.wait_for(client.close(), 2.0)
             receiver.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await receiver

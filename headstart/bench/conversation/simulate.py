@@ -200,9 +200,10 @@ _CLOSED = object()
 
 class MemoryWebSocket:
     """One end of an in-memory websocket: the subset of `websockets`' connection API that the harness's
-    client and `headstart.server.server` use (`send`, `recv`, `async for`, `close`, `request.path`). Messages
-    (str or bytes) arrive in order; after `close()` by either end both ends' iteration ends and `send`
-    raises `websockets.exceptions.ConnectionClosedOK`."""
+    client (headstart/server/client.py) and the server use (`send`, `recv`, `async for`, `close`,
+    `close_code`, `close_reason`, `request.path`). Messages (str or bytes) arrive in order; after
+    `close()` by either end both ends' iteration ends and `send` raises
+    `websockets.exceptions.ConnectionClosedOK`."""
 
     def __init__(self, path: str = "/ws") -> None:
         self.request = SimpleNamespace(path=path, headers={})
@@ -210,6 +211,7 @@ class MemoryWebSocket:
         self.peer: MemoryWebSocket | None = None
         self.closed = False
         self.close_code: int | None = None
+        self.close_reason = ""
 
     def _closed_error(self):
         from websockets.exceptions import ConnectionClosedOK
@@ -246,7 +248,7 @@ class MemoryWebSocket:
     async def close(self, code: int = 1000, reason: str = "") -> None:
         for end in (self, self.peer):
             if end is not None and not end.closed:
-                end.closed, end.close_code = True, code
+                end.closed, end.close_code, end.close_reason = True, code, reason
                 end._inbox.put_nowait(_CLOSED)
 
 
