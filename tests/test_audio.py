@@ -21,7 +21,7 @@ from headstart.audio import (
     write_wav,
 )
 
-SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
+SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "corpus" / "speech"
 if not (SPEECH_DIR / "transcripts.tsv").is_file():
     SPEECH_DIR = Path("/work/shared/speech")
 
