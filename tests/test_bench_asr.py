@@ -176,3 +176,94 @@ def test_eou_head_file_option_reads_a_head_for_the_eou_llm_only(tmp_path):
     (tmp_path / "bad.npz").write_bytes(b"not a head")
     with pytest.raises(ValueError, match="not an EOU head"):
         bench.head_weights(str(tmp_path / "bad.npz"), "qwen2.5-coder-0.5b")
+
+
+class _Head:
+    """An EOU model as the bench and the session see it: a trained head with calibrated thresholds."""
+
+    def __init__(self, thresholds):
+        import types
+
+        self.weights = types.SimpleNamespace(thresholds=thresholds)
+
+
+class _Components:
+    def __init__(self, kind, model):
+        self.kind, self.model = kind, model
+
+    def eou_model(self, kind):
+        return self.model if kind == self.kind else None
+
+
+def _end_of_turn_s(endpoint, probability):
+    """When the endpointer built on `endpoint` ends a turn whose speech ended at 1.0 s and whose text
+    scored `probability` (10 ms steps)."""
+    from headstart.events import SpeechEnded, SpeechStarted
+    from headstart.voice.endpoint import Endpointer
+
+    endpointer = Endpointer(endpoint)
+    endpointer.push(SpeechStarted(0.0))
+    endpointer.push(SpeechEnded(1.0))
+    endpointer.push_eou(probability, "go home.")
+    for step in range(100, 400):
+        if endpointer.poll(step / 100) is not None:
+            return step / 100
+    return None
+
+
+@pytest.mark.parametrize("kind, model, head_thresholds", [
+    ("head", _Head((0.02, 0.7)), "trained"),  # the head's own calibration
+    ("head", _Head((0.02, 0.7)), "config"),  # --eou-thresholds config: EndpointConfig's
+    ("head", _Head(None), "trained"),  # a head trained without calibration
+    ("token", object(), "trained"),
+])
+def test_the_bench_decides_the_end_of_turn_as_the_server_does_on_the_same_scores(kind, model, head_thresholds):
+    """The bench measures the endpoint a session builds (session/eou.py resolve_eou): the same EOU
+    probability ends the turn at the same time in both, over the whole range of scores."""
+    from headstart.config import EndpointConfig, PipelineConfig, SessionConfig
+    from headstart.session.eou import resolve_eou
+
+    bench_endpoint = bench.endpoint_config(True, kind, model, head_thresholds=head_thresholds, acoustic_model="none")
+    server = PipelineConfig(endpoint=EndpointConfig(eou_scorer=kind, head_thresholds=head_thresholds),
+                            session=SessionConfig(eou="auto"))
+    server_endpoint = resolve_eou(_Components(kind, model), server).endpoint
+    probabilities = [None, 0.0, 0.001, 0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 0.99, 1.0]
+    bench_times = [_end_of_turn_s(bench_endpoint, p) for p in probabilities]
+    assert bench_times == [_end_of_turn_s(server_endpoint, p) for p in probabilities]
+    assert len(set(bench_times)) > 2  # the scores did adapt the silence
+
+
+def test_the_bench_without_a_semantic_signal_keeps_the_fixed_silence_and_no_acoustic_model():
+    endpoint = bench.endpoint_config(False, "head", None, acoustic_model="smart-turn-v3.2")
+    assert not endpoint.semantic and endpoint.acoustic_model is None
+    assert {_end_of_turn_s(endpoint, p) for p in (None, 0.01, 0.99)} == {_end_of_turn_s(endpoint, None)}
+    veto = bench.endpoint_config(True, "head", None, acoustic_model="smart-turn-v3.2", acoustic_mode="veto",
+                                 acoustic_veto_below=0.1)
+    assert (veto.acoustic_model, veto.acoustic_mode, veto.acoustic_veto_below) == ("smart-turn-v3.2", "veto", 0.1)
+
+
+def test_the_bench_streams_through_the_listener_a_session_builds(monkeypatch):
+    """`_stream` builds its listener with session/listening.py `build_listener` on the config's endpoint."""
+    import asyncio
+
+    from headstart.config import ASRConfig, EndpointConfig, PipelineConfig, VADConfig
+    from headstart.session import listening
+    from headstart.voice.asr import ListeningDefaults
+
+    class SilentASR:
+        listening = ListeningDefaults()
+
+        def transcribe(self, samples, offset_s=0.0, prompt=None):
+            raise AssertionError("no speech, no pass")
+
+    built = []
+    real = listening.build_listener
+
+    def spy(config, asr, executor, endpoint, **scorers):
+        built.append(endpoint)
+        return real(config, asr, executor, endpoint, **scorers)
+
+    monkeypatch.setattr(listening, "build_listener", spy)
+    config = PipelineConfig(vad=VADConfig(), asr=ASRConfig(), endpoint=EndpointConfig(semantic=False, silence_s=0.7))
+    res = asyncio.run(bench._stream(np.zeros(8000, np.float32), SilentASR(), config, None, timing="cpu"))
+    assert built == [config.endpoint] and res.turns == []

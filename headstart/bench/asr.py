@@ -5,7 +5,9 @@ the Endpointer with, by default, the semantic EOU signal of the session's LLM as
 (`LLMConfig`: model and quantisation; `--llm`, `--quantize`): the trained head of
 headstart/llm/eou_head.py with the thresholds calibrated with it, or with `--eou token` the raw
 end-of-turn token probability of headstart/llm/eou.py) in 20 ms frames, followed by 3 s of low
-room-level noise. Figures:
+room-level noise. The listener and its endpoint are those a session builds (session/listening.py
+`build_listener` on the EndpointConfig that session/eou.py `resolve_eou` gives for the same model and
+settings: `endpoint_config`). Figures:
 
 * WER of the final transcripts (normalised text, corpus-level);
 * partial latency: for each word of the final transcript, the time from the end of that word (its
@@ -47,7 +49,6 @@ import asyncio
 import csv
 import json
 import random
-import statistics
 import threading
 import time
 from dataclasses import dataclass, field
@@ -279,6 +280,10 @@ class _PacedASR:
         job.release.wait()
         return out
 
+    def warmup(self) -> None:
+        """The engine's own (a `Transcriber` like any the listener takes)."""
+        self.asr.warmup()
+
 
 async def _advance(sim: _Sim, listener: Any, target_s: float) -> None:
     """Deliver, in order, every ASR/EOU result due at or before `target_s`; then now = target_s."""
@@ -345,17 +350,17 @@ async def _stream(audio: np.ndarray, asr: Any, config: Any, scorer_parts: tuple 
                   acoustic: Any = None) -> RunResult:
     from headstart.audio import AudioFrame
     from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded
-    from headstart.voice.endpoint import Endpointer
-    from headstart.voice.listener import Listener, make_asr_executor
-    from headstart.voice.vad import create_vad
+    from headstart.session.listening import build_listener
+    from headstart.voice.listener import make_asr_executor
 
     result = RunResult()
     sim = _Sim(timing)
     paced = _PacedASR(asr, sim, result)
     scorer = _make_scorer(sim, scorer_parts[0], scorer_parts[1], result) if scorer_parts else None
     executor = make_asr_executor()
-    listener = Listener(create_vad(config.vad), paced, Endpointer(config.endpoint), config.asr, executor, eou_scorer=scorer,
-                        acoustic_scorer=_make_acoustic_scorer(sim, acoustic, result) if acoustic is not None else None)
+    # the listener and endpointer a session builds (`config.endpoint`: resolved by `endpoint_config`)
+    listener = build_listener(config, paced, executor, config.endpoint, eou_scorer=scorer,
+                              acoustic_scorer=_make_acoustic_scorer(sim, acoustic, result) if acoustic is not None else None)
 
     texts: list[str] = []  # one per turn: a later final of a turn covers all of it (speech resumed)
     turn_open = [False]
@@ -461,186 +466,273 @@ def _load_avg() -> float | None:
         return None
 
 
-def run(args: AsrBenchOptions, log=print) -> dict[str, Any]:
-    """Run the benchmark; return the JSON-ready result."""
+@dataclass
+class _EOUSignal:
+    """The semantic EOU signal the bench scores texts with: the session's LLM and its EOU model."""
+
+    estimator: Any  # llm/eou_head.py EOUHead or llm/eou.py EOUEstimator: `estimate(messages, text)`
+    messages: list  # the chat before the user's text: the system prompt
+    llm_config: Any  # the LLMConfig the engine was loaded with
+    engine: Any
+
+
+def _load_eou_signal(llm: str | None, quantize: str | None, llm_dtype: str | None, eou_kind: str,
+                     head_path: str | None) -> _EOUSignal:
+    """The session's LLM (`LLMConfig`, with these overrides) and its EOU model: the trained head (its
+    file `head_path`, or the cache's or packaged one) or, with `eou_kind` "token", the end-of-turn token.
+    Raises ValueError for a head file without `eou_kind` "head" or one for another LLM."""
     from dataclasses import replace
 
-    from headstart.corpus.wer import corpus_word_error_rate
-    from headstart.config import ASRConfig, EndpointConfig, LLMConfig, PipelineConfig, ThreadPlan, VADConfig
+    from headstart.config import LLMConfig, ThreadPlan
+    from headstart.llm.engine import LLMEngine
+    from headstart.llm.eou import EOUEstimator
+    from headstart.llm.eou_head import EOUHead
+
+    llm_config = LLMConfig() if llm is None else LLMConfig(model=llm)
+    if quantize is not None:
+        llm_config = replace(llm_config, quantize=None if quantize == "none" else quantize)
+    if llm_dtype is not None:
+        llm_config = replace(llm_config, dtype=llm_dtype)
+    engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
+    engine.warm_up()
+    if head_path is not None and eou_kind != "head":
+        raise ValueError("--eou-head needs --eou head")
+    estimator: Any
+    if head_path is not None:
+        estimator = EOUHead(engine, head_weights(head_path, llm_config.model))
+    else:
+        estimator = EOUHead.load(engine, llm_config.model) if eou_kind == "head" else EOUEstimator(engine)
+    messages = [{"role": "system", "content": llm_config.system_prompt}]
+    # a session holds the system prompt in its KV cache already: so does the bench's first call
+    estimator.estimate(messages, "Hello")
+    return _EOUSignal(estimator, messages, llm_config, engine)
+
+
+class _OneEOUModel:
+    """The bench's EOU model where a session asks its components for one (`Components.eou_model`)."""
+
+    def __init__(self, kind: str, model: Any) -> None:
+        self._kind, self._model = kind, model
+
+    def eou_model(self, kind: str) -> Any:
+        return self._model if kind == self._kind else None
+
+
+def endpoint_config(semantic: bool, eou_kind: str, eou_model: Any = None, head_thresholds: str = "trained",
+                    acoustic_model: str | None = None, acoustic_mode: str | None = None,
+                    acoustic_veto_below: float | None = None) -> Any:
+    """The EndpointConfig the bench measures, resolved as a session resolves it (session/eou.py
+    `resolve_eou`), so that the bench never measures an endpoint the server would not build.
+
+    Args:
+        semantic: `--endpointing semantic` (False: the fixed silence).
+        eou_kind: "head" or "token", the scale of `eou_model`'s probabilities (`--eou`).
+        eou_model: the EOU model (its trained head's calibrated thresholds apply), None: no signal.
+        head_thresholds: "trained" (the head's calibration) or "config" (`--eou-thresholds`).
+        acoustic_model: the acoustic end-of-turn model (None: the session's default; "none": off; off
+            too without `semantic`), acoustic_mode, acoustic_veto_below: None keeps the default.
+    """
+    from dataclasses import replace
+
+    from headstart.config import EndpointConfig, PipelineConfig, SessionConfig
+    from headstart.session.eou import resolve_eou
+
+    acoustic = acoustic_model or EndpointConfig().acoustic_model
+    endpoint = EndpointConfig(semantic=semantic, eou_scorer=eou_kind, head_thresholds=head_thresholds,
+                              acoustic_model=None if acoustic in (None, "none") or not semantic else acoustic)
+    if acoustic_mode is not None:
+        endpoint = replace(endpoint, acoustic_mode=acoustic_mode)
+    if acoustic_veto_below is not None:
+        endpoint = replace(endpoint, acoustic_veto_below=acoustic_veto_below)
+    session = SessionConfig(eou=eou_kind if eou_model is not None else "none")
+    return resolve_eou(_OneEOUModel(eou_kind, eou_model), PipelineConfig(endpoint=endpoint, session=session)).endpoint
+
+
+@dataclass
+class _Figures:
+    """What the runs measured, gathered over the recordings (seconds unless named otherwise)."""
+
+    pairs: list = field(default_factory=list)  # (reference text, final text)
+    partial_lat: list = field(default_factory=list)
+    final_delays: list = field(default_factory=list)
+    eou_delays: list = field(default_factory=list)  # end of turn out, after the true speech end
+    decision_delays: list = field(default_factory=list)  # the endpointer's decision, after it
+    final_after_vad: list = field(default_factory=list)
+    passes: int = 0
+    stages: dict = field(default_factory=lambda: {k: [] for k in STAGES})
+    complete_scores: list = field(default_factory=list)  # EOU probability each complete turn ended on
+    pause_scores: list = field(default_factory=list)  # the one heard inside each pause
+    asr_compute_s: float = 0.0
+    audio_s: float = 0.0
+    eou_costs: list = field(default_factory=list)
+    acoustic_costs: list = field(default_factory=list)
+    acoustic_ready: list = field(default_factory=list)  # complete turns: the pause's acoustic score, after the speech end
+    # ... that came after both the VAD's end and the final's EOU and ended the turn then (on the critical path)
+    acoustic_last: int = 0
+    cutoffs: dict = field(default_factory=lambda: {"noise": [0, 0], "zero": [0, 0]})  # kind: [cut off, runs]
+
+
+def _measure_complete(item: Item, audio: np.ndarray, res: RunResult, timer: Any, fig: _Figures) -> str:
+    """Add one complete recording's run to `fig`; return its log line's tail."""
+    fig.pairs.append((item.text, res.final_text))
+    fig.passes += res.asr_passes
+    fig.asr_compute_s += res.asr_compute_s
+    fig.audio_s += audio.shape[0] / SR
+    fig.eou_costs += res.eou_compute_s
+    fig.acoustic_costs += [c for _, _, c in res.acoustic]
+    words = list(timer.transcribe(item.audio).words) if res.final_text else []
+    fig.partial_lat += _partial_latencies(res, words)
+    if not res.turns:
+        return " (no end of turn)"
+    t_avail, eot = res.turns[0]
+    final_ready = max((t for t, f in res.finals if f.text), default=t_avail)
+    fig.final_delays.append(max(final_ready - eot.audio_s, 0.0))
+    fig.eou_delays.append(t_avail - item.speech_end_s)
+    fig.decision_delays.append(eot.audio_s - item.speech_end_s)
+    # the final text's score (the turn may have ended before it came: the wait's maximum)
+    final_text = next((f.text for _, f in reversed(res.finals) if f.text), "")
+    scored = [score for _, text, score in res.scores if text == final_text]
+    fig.complete_scores.append(scored[0] if scored else eot.eou_probability)
+    times = _stage_times(res, t_avail)
+    for key, t in times.items():
+        fig.stages[key].append(t - item.speech_end_s)
+    fig.final_after_vad.append(max(times["final"] - times["vad_end"], 0.0))
+    scored_acoustic = [t for t, _p, _c in res.acoustic if t <= t_avail]
+    if scored_acoustic:
+        fig.acoustic_ready.append(scored_acoustic[-1] - item.speech_end_s)
+        late = scored_acoustic[-1] > max(times["vad_end"], times["final_eou"]) + 1e-9
+        fig.acoustic_last += int(late and times["decision"] <= scored_acoustic[-1] + FRAME_S + 1e-9)
+    return (f" eot +{fig.eou_delays[-1]:.2f}s (decided +{fig.decision_delays[-1]:.2f}s, final +{fig.final_delays[-1]:.2f}s"
+            f" after it, eou {fig.complete_scores[-1]:.3f})")
+
+
+def _measure_pause(p: PauseItem, res: RunResult, fig: _Figures) -> str:
+    """Add one pause-set run to `fig` (an end of turn decided inside the pause is a cut-off); return
+    its log line."""
+    cut = any(eot.audio_s < p.pause_end_s for _, eot in res.turns)
+    at_pause = [score for t, _text, score in res.scores if p.pause_start_s < t < p.pause_end_s + 0.2]
+    if at_pause:
+        fig.pause_scores.append(at_pause[-1])
+    fig.cutoffs[p.kind][0] += int(cut)
+    fig.cutoffs[p.kind][1] += 1
+    return (f"pause {p.kind} {p.pause_end_s - p.pause_start_s:.2f}s {p.item.name}: {'CUT OFF' if cut else 'ok'}"
+            + (f" eou {at_pause[-1]:.3f}" if at_pause else ""))
+
+
+def run(args: AsrBenchOptions, log=print) -> dict[str, Any]:
+    """Run the benchmark; return the JSON-ready result."""
+    from headstart.config import ASRConfig, PipelineConfig, VADConfig
     from headstart.voice.asr_engines import has_word_timestamps, load_asr
     from headstart.voice.endpoint import eou_thresholds
 
-    eou_kind = getattr(args, "eou", "head")
+    eou_kind = args.eou
     load_before = _load_avg()
     items = load_items(args.input_dir)
     if args.limit:
         items = items[: args.limit]
     model = args.model or ASRConfig().model
-    asr_config = ASRConfig(model=model, streaming=not getattr(args, "no_streaming", False))
+    asr_config = ASRConfig(model=model, streaming=not args.no_streaming)
     asr = load_asr(asr_config, cpu_threads=args.threads)
     asr.warmup()
     # the pause set's gaps and the partial latency's word ends: Whisper's timestamps, whatever the engine
     # under test (Moonshine's word times are estimates), so that engines are compared on the same items
     timer = asr if has_word_timestamps(asr) else load_asr(ASRConfig(model="whisper-tiny.en"), cpu_threads=args.threads)
-    scorer_parts = None
-    llm_name = llm_config = None
+    eou = None
     if args.endpointing == "semantic":
-        from headstart.llm.engine import LLMEngine
-        from headstart.llm.eou import EOUEstimator
-        from headstart.llm.eou_head import EOUHead
-
-        llm_config = LLMConfig() if args.llm is None else LLMConfig(model=args.llm)
-        if getattr(args, "quantize", None) is not None:
-            llm_config = replace(llm_config, quantize=None if args.quantize == "none" else args.quantize)
-        if getattr(args, "llm_dtype", None) is not None:
-            llm_config = replace(llm_config, dtype=args.llm_dtype)
-        engine = LLMEngine.from_config(llm_config, ThreadPlan(torch_threads=1))
-        engine.warm_up()
-        head_path = getattr(args, "eou_head", None)
-        if head_path is not None and eou_kind != "head":
-            raise ValueError("--eou-head needs --eou head")
-        if head_path is not None:
-            estimator = EOUHead(engine, head_weights(head_path, llm_config.model))
-        else:
-            estimator = EOUHead.load(engine, llm_config.model) if eou_kind == "head" else EOUEstimator(engine)
-        scorer_parts = (estimator, [{"role": "system", "content": llm_config.system_prompt}])
-        # a session holds the system prompt in its KV cache already: so does the bench's first call
-        estimator.estimate(scorer_parts[1], "Hello")
-        llm_name = llm_config.model
-    endpoint = EndpointConfig(semantic=args.endpointing == "semantic", eou_scorer=eou_kind)
-    thresholds = getattr(getattr(scorer_parts[0], "weights", None), "thresholds", None) if scorer_parts else None
-    if thresholds is not None and getattr(args, "eou_thresholds", "head") == "head":
-        endpoint = replace(endpoint, eou_low=thresholds[0], eou_high=thresholds[1])
+        eou = _load_eou_signal(args.llm, args.quantize, args.llm_dtype, eou_kind,
+                               args.eou_head)
+    endpoint = endpoint_config(
+        args.endpointing == "semantic", eou_kind, eou.estimator if eou is not None else None,
+        head_thresholds="trained" if args.eou_thresholds == "head" else "config",
+        acoustic_model=args.acoustic_model, acoustic_mode=args.acoustic_mode,
+        acoustic_veto_below=args.acoustic_veto_below)
     acoustic = None
-    acoustic_name = getattr(args, "acoustic_model", None) or EndpointConfig().acoustic_model
-    acoustic_name = None if acoustic_name in (None, "none") or not endpoint.semantic else acoustic_name
-    endpoint = replace(endpoint, acoustic_model=acoustic_name)
-    if getattr(args, "acoustic_mode", None) is not None:
-        endpoint = replace(endpoint, acoustic_mode=args.acoustic_mode)
-    if getattr(args, "acoustic_veto_below", None) is not None:
-        endpoint = replace(endpoint, acoustic_veto_below=args.acoustic_veto_below)
-    if acoustic_name:
+    if endpoint.acoustic_model:
         from headstart.voice.smart_turn import SmartTurn
 
-        acoustic = SmartTurn.load(acoustic_name, threads=1)
+        acoustic = SmartTurn.load(endpoint.acoustic_model, threads=1)
         acoustic.completion_probability(np.zeros(SR, np.float32))  # the first call pays set-up costs
     config = PipelineConfig(vad=VADConfig(), asr=asr_config, endpoint=endpoint)
+    scorer_parts = (eou.estimator, eou.messages) if eou is not None else None
     noise_rng = np.random.default_rng(args.seed)
-    timing = getattr(args, "timing", "wall")
+    timing = args.timing
 
-    pairs, partial_lat, final_delays, eou_delays, decision_delays, final_after_vad = [], [], [], [], [], []
-    passes = 0
-    stages: dict[str, list[float]] = {k: [] for k in STAGES}
-    complete_scores: list[float] = []
-    pause_scores: list[float] = []
-    asr_compute = audio_s = 0.0
-    eou_costs: list[float] = []
-    acoustic_costs: list[float] = []
-    acoustic_ready: list[float] = []  # complete turns: the pause's acoustic score, s after the speech end
-    # ... that came after both the VAD's end and the final's EOU and ended the turn then (on the critical path)
-    acoustic_last = 0
-    for n, item in enumerate([] if getattr(args, "pauses_only", False) else items, 1):
+    fig = _Figures()
+    for n, item in enumerate([] if args.pauses_only else items, 1):
         audio = np.concatenate([item.audio, room_noise(item.audio, item.speech_start_s, TAIL_S, noise_rng)])
         res = asyncio.run(_stream(audio, asr, config, scorer_parts, timing, acoustic))
-        pairs.append((item.text, res.final_text))
-        passes += res.asr_passes
-        asr_compute += res.asr_compute_s
-        audio_s += audio.shape[0] / SR
-        eou_costs += res.eou_compute_s
-        acoustic_costs += [c for _, _, c in res.acoustic]
-        words = list(timer.transcribe(item.audio).words) if res.final_text else []
-        partial_lat += _partial_latencies(res, words)
-        if res.turns:
-            t_avail, eot = res.turns[0]
-            final_ready = max((t for t, f in res.finals if f.text), default=t_avail)
-            final_delays.append(max(final_ready - eot.audio_s, 0.0))
-            eou_delays.append(t_avail - item.speech_end_s)
-            decision_delays.append(eot.audio_s - item.speech_end_s)
-            # the final text's score (the turn may have ended before it came: the wait's maximum)
-            final_text = next((f.text for _, f in reversed(res.finals) if f.text), "")
-            scored = [score for _, text, score in res.scores if text == final_text]
-            complete_scores.append(scored[0] if scored else eot.eou_probability)
-            times = _stage_times(res, t_avail)
-            for key, t in times.items():
-                stages[key].append(t - item.speech_end_s)
-            final_after_vad.append(max(times["final"] - times["vad_end"], 0.0))
-            scored_acoustic = [t for t, _p, _c in res.acoustic if t <= t_avail]
-            if scored_acoustic:
-                acoustic_ready.append(scored_acoustic[-1] - item.speech_end_s)
-                late = scored_acoustic[-1] > max(times["vad_end"], times["final_eou"]) + 1e-9
-                acoustic_last += int(late and times["decision"] <= scored_acoustic[-1] + FRAME_S + 1e-9)
-        log(f"[{n}/{len(items)}] {item.name}: {res.final_text!r}"
-            + (f" eot +{eou_delays[-1]:.2f}s (decided +{decision_delays[-1]:.2f}s, final +{final_delays[-1]:.2f}s"
-               f" after it, eou {complete_scores[-1]:.3f})" if res.turns else " (no end of turn)"))
-
-    cutoffs = {"noise": [0, 0], "zero": [0, 0]}
+        log(f"[{n}/{len(items)}] {item.name}: {res.final_text!r}" + _measure_complete(item, audio, res, timer, fig))
     if not args.no_pauses:
         for p in pause_set(items, timer, args.seed):
             res = asyncio.run(_stream(
                 np.concatenate([p.audio, room_noise(p.item.audio, p.item.speech_start_s, TAIL_S, noise_rng)]),
                 asr, config, scorer_parts, timing, acoustic,
             ))
-            cut = any(eot.audio_s < p.pause_end_s for _, eot in res.turns)
-            at_pause = [score for t, _text, score in res.scores if p.pause_start_s < t < p.pause_end_s + 0.2]
-            if at_pause:
-                pause_scores.append(at_pause[-1])
-            cutoffs[p.kind][0] += int(cut)
-            cutoffs[p.kind][1] += 1
-            log(f"pause {p.kind} {p.pause_end_s - p.pause_start_s:.2f}s {p.item.name}: {'CUT OFF' if cut else 'ok'}"
-                + (f" eou {at_pause[-1]:.3f}" if at_pause else ""))
-    total_cut = cutoffs["noise"][0] + cutoffs["zero"][0]
-    total = cutoffs["noise"][1] + cutoffs["zero"][1]
+            log(_measure_pause(p, res, fig))
+    out = _summary(fig, endpoint)
+    out.update({
+        "eou_quantize": getattr(eou.engine, "quantize", eou.llm_config.quantize) if eou is not None else None,
+        "eou_thresholds": list(eou_thresholds(endpoint)) if eou is not None else None,
+        "model": model,
+        "endpointing": args.endpointing,
+        "streaming": asr_config.streaming,
+        "eou_llm": eou.llm_config.model if eou is not None else None,
+        "eou_scorer": eou_kind if eou is not None else None,
+        "eou_head": str(args.eou_head or "") or None,
+        "utterances": len(items),
+        "missing_end_of_turn": len(items) - len(fig.eou_delays),
+        "targets": TARGETS,
+        "load_avg_1m": [load_before, _load_avg()],
+        "timing": f"audio-time simulation with measured {timing} compute (see module docstring)",
+    })
+    return out
+
+
+def _summary(fig: _Figures, endpoint: Any) -> dict[str, Any]:
+    """The figures of the JSON result (the run's settings are added by `run`)."""
+    from headstart.corpus.wer import corpus_word_error_rate
 
     def r(x: float | None) -> float | None:
         return None if x is None else round(x, 4)
 
+    cutoffs = fig.cutoffs
+    total_cut = cutoffs["noise"][0] + cutoffs["zero"][0]
+    total = cutoffs["noise"][1] + cutoffs["zero"][1]
+    acoustic_name = endpoint.acoustic_model
     return {
         "bench": "asr",
-        "wer": r(corpus_word_error_rate(pairs)) if pairs else None,
-        "partial_p50_s": r(_percentile(partial_lat, 50)),
-        "partial_p90_s": r(_percentile(partial_lat, 90)),
-        "final_delay_p50_s": r(_percentile(final_delays, 50)),
-        "eou_delay_p50_s": r(_percentile(eou_delays, 50)),
-        "eou_delay_p90_s": r(_percentile(eou_delays, 90)),
-        "eou_decision_delay_p50_s": r(_percentile(decision_delays, 50)),
+        "wer": r(corpus_word_error_rate(fig.pairs)) if fig.pairs else None,
+        "partial_p50_s": r(_percentile(fig.partial_lat, 50)),
+        "partial_p90_s": r(_percentile(fig.partial_lat, 90)),
+        "final_delay_p50_s": r(_percentile(fig.final_delays, 50)),
+        "eou_delay_p50_s": r(_percentile(fig.eou_delays, 50)),
+        "eou_delay_p90_s": r(_percentile(fig.eou_delays, 90)),
+        "eou_decision_delay_p50_s": r(_percentile(fig.decision_delays, 50)),
         "false_cutoff_rate": r(total_cut / total) if total else None,
         "false_cutoff_noise": f"{cutoffs['noise'][0]}/{cutoffs['noise'][1]}",
         "false_cutoff_zero": f"{cutoffs['zero'][0]}/{cutoffs['zero'][1]}",
-        "rtf": r(asr_compute / audio_s) if audio_s else None,
-        "eou_call_p50_s": r(_percentile(eou_costs, 50)),
+        "rtf": r(fig.asr_compute_s / fig.audio_s) if fig.audio_s else None,
+        "eou_call_p50_s": r(_percentile(fig.eou_costs, 50)),
         "acoustic_model": acoustic_name,
-        "acoustic_call_p50_s": r(_percentile(acoustic_costs, 50)),
+        "acoustic_call_p50_s": r(_percentile(fig.acoustic_costs, 50)),
         "acoustic_mode": endpoint.acoustic_mode if acoustic_name else None,
         "acoustic_veto_below": endpoint.acoustic_veto_below if acoustic_name and endpoint.acoustic_mode == "veto" else None,
         # the pause's acoustic score on complete turns: p50 s after the true speech end, and how many
         # came after both the VAD's end and the final's EOU and ended the turn then (it delayed it)
-        "acoustic_ready_p50_s": r(_percentile(acoustic_ready, 50)),
-        "acoustic_last": f"{acoustic_last}/{len(acoustic_ready)}" if acoustic_ready else None,
+        "acoustic_ready_p50_s": r(_percentile(fig.acoustic_ready, 50)),
+        "acoustic_last": f"{fig.acoustic_last}/{len(fig.acoustic_ready)}" if fig.acoustic_ready else None,
         # where the end-of-turn delay goes (complete recordings, p50 seconds after the true speech end)
-        "stages_p50_s": {k: r(_percentile(v, 50)) for k, v in stages.items()},
+        "stages_p50_s": {k: r(_percentile(v, 50)) for k, v in fig.stages.items()},
         # the final transcript after the VAD's end of speech (the consumer's wait for it), and the
         # complete turns that ended within 0.6 s of the speech (the EOU scores are bimodal: the p50 sits
         # between the turns that end at once and those that wait max_silence_s)
-        "final_after_vad_p50_s": r(_percentile(final_after_vad, 50)),
-        "final_after_vad_p90_s": r(_percentile(final_after_vad, 90)),
-        "turns_ended_within_0_6_s": f"{sum(d <= 0.6 for d in eou_delays)}/{len(eou_delays)}",
-        "asr_passes": passes,
+        "final_after_vad_p50_s": r(_percentile(fig.final_after_vad, 50)),
+        "final_after_vad_p90_s": r(_percentile(fig.final_after_vad, 90)),
+        "turns_ended_within_0_6_s": f"{sum(d <= 0.6 for d in fig.eou_delays)}/{len(fig.eou_delays)}",
+        "asr_passes": fig.passes,
         # the EOU probability a complete recording's turn ended on, and the one heard inside each pause
-        "eou_scores": {"complete": sorted(round(x, 4) for x in complete_scores),
-                       "pause": sorted(round(x, 4) for x in pause_scores)},
-        "eou_quantize": getattr(engine, "quantize", llm_config.quantize) if llm_config is not None else None,
-        "eou_thresholds": list(eou_thresholds(endpoint)) if llm_name else None,
-        "model": model,
-        "endpointing": args.endpointing,
-        "streaming": asr_config.streaming,
-        "eou_llm": llm_name,
-        "eou_scorer": eou_kind if llm_name else None,
-        "eou_head": str(getattr(args, "eou_head", None) or "") or None,
-        "utterances": len(items),
-        "missing_end_of_turn": len(items) - len(eou_delays),
-        "targets": TARGETS,
-        "load_avg_1m": [load_before, _load_avg()],
-        "timing": f"audio-time simulation with measured {timing} compute (see module docstring)",
+        "eou_scores": {"complete": sorted(round(x, 4) for x in fig.complete_scores),
+                       "pause": sorted(round(x, 4) for x in fig.pause_scores)},
     }
 
 

@@ -18,14 +18,17 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
+from concurrent.futures import Executor
 from typing import TYPE_CHECKING
 
 from headstart.audio import AudioFrame
 from headstart.seams import AcousticScorer, EOUScorer, ListenerEvent, SpeechListener
 
 if TYPE_CHECKING:
-    from headstart.config import EndpointConfig
+    from headstart.config import EndpointConfig, PipelineConfig
+    from headstart.seams import Transcriber
     from headstart.session.components import Components
+    from headstart.voice.listener import Listener
 
 
 def default_listener(components: Components, endpoint: EndpointConfig, eou_scorer: EOUScorer | None = None,
@@ -33,13 +36,23 @@ def default_listener(components: Components, endpoint: EndpointConfig, eou_score
     """A `Listener` on `components`' VAD (`config.vad`), ASR (`asr`, `config.asr`, `asr_executor`) and an
     endpointer on `endpoint` (the resolved EndpointConfig: `EOUPlan.endpoint`), with the EOU scorers
     the session's `EOUService` gives (None: no signal)."""
+    return build_listener(components.config, components.asr, components.asr_executor, endpoint,
+                          eou_scorer=eou_scorer, acoustic_scorer=acoustic_scorer)
+
+
+def build_listener(config: PipelineConfig, asr: Transcriber | None, asr_executor: Executor, endpoint: EndpointConfig,
+                   eou_scorer: EOUScorer | None = None, acoustic_scorer: AcousticScorer | None = None) -> Listener:
+    """The listener a session builds, from its parts: a `Listener` with a fresh VAD on `config.vad`, the
+    recogniser `asr` on `config.asr` (run on `asr_executor`) and an `Endpointer` on `endpoint` (the
+    resolved EndpointConfig). Drivers without a session (`bench asr`) build theirs here too, so that
+    they measure the listener and endpoint the server runs. Raises ValueError for inconsistent settings
+    (`Endpointer`, `Listener`)."""
     from headstart.voice.endpoint import Endpointer
     from headstart.voice.listener import Listener
     from headstart.voice.vad import create_vad
 
-    config = components.config
-    return Listener(create_vad(config.vad), components.asr, Endpointer(endpoint), config.asr,
-                    components.asr_executor, eou_scorer=eou_scorer, acoustic_scorer=acoustic_scorer)
+    return Listener(create_vad(config.vad), asr, Endpointer(endpoint), config.asr, asr_executor,
+                    eou_scorer=eou_scorer, acoustic_scorer=acoustic_scorer)
 
 
 class Listening:
