@@ -18,7 +18,8 @@ Client -> server
 Server -> client: `session.started`, `vad.speech_started`, `vad.speech_stopped`, `transcript.partial`,
 `transcript.final`, `turn.end`, `reply.started`, `reply.text.delta`, `reply.audio.start` (then binary
 PCM16 frames at its `sample_rate`), `reply.paused`, `reply.resumed`, `reply.done`,
-`reply.interrupted`, `metrics.turn`, `error`. Builders for each are below (`server_event`); README.md
+`reply.interrupted`, `metrics.turn`, `timer.fired` (a timer or alarm went off; the agent's announcement
+follows as a reply), `error`. Builders for each are below (`server_event`); README.md
 ("Protocol") documents every field.
 
 Parsing never raises anything but `ProtocolError`, whose `code` goes into the `error` event.
@@ -45,7 +46,7 @@ CLIENT_TYPES = frozenset({
 SERVER_TYPES = frozenset({
     "session.started", "vad.speech_started", "vad.speech_stopped", "transcript.partial",
     "transcript.final", "turn.end", "reply.started", "reply.text.delta", "reply.audio.start",
-    "reply.paused", "reply.resumed", "reply.done", "reply.interrupted", "metrics.turn", "error",
+    "reply.paused", "reply.resumed", "reply.done", "reply.interrupted", "metrics.turn", "timer.fired", "error",
 })
 
 # Fields each client message may carry: name -> (accepted python types, required).

@@ -518,6 +518,7 @@ class _Connection:
             ReplyPaused,
             ReplyResumed,
             ReplyStarted,
+            TimerFired,
             TurnCompleted,
         )
 
@@ -556,6 +557,9 @@ class _Connection:
                                         audio_ms=ms(t.reply_audio_s)))
             out.append(server_event("metrics.turn", **turn_metrics(t, event.reply_id, event.interrupted)))
             return out
+        if isinstance(event, TimerFired):
+            return [server_event("timer.fired", timer_id=event.timer_id, kind=event.kind, label=event.label,
+                                 name=event.name, text=event.text)]
         return []  # the LLM's own ReplyDone: `reply.done` comes once the audio has left
 
 
