@@ -273,3 +273,38 @@ def test_a_timer_speaks_when_it_fires_and_a_closed_session_cancels_its_timers(tm
         run(ended, 2.0)
     assert "its timer 'ten minute'" in caplog.text and "is cancelled" in caplog.text
     assert ended.session.toolbox.timers.find() == [] and ended.session.tasks == []
+
+
+@pytest.mark.slow
+def test_with_the_real_llm_a_tool_answers_what_it_serves_and_the_llm_the_rest(tmp_path):
+    """smollm2-135m behind the session: the sum comes from the calculator (no LLM pass for it), the
+    weather (no tool serves it) from the LLM, and the history holds both."""
+    from prepared import llm_engine
+
+    from headstart.config import LLMConfig
+
+    llm_config = LLMConfig(model="smollm2-135m", dtype="float32", max_new_tokens=12)
+    engine = llm_engine(llm_config)
+    config = replace(PipelineConfig(), llm=llm_config, session=SessionConfig(eou="none", tools=True))
+    components = Components(config=config, asr=None, llm=engine, tts=ScriptedTTS(), tts_executor=InlineExecutor())
+    script = (turn_script("What is 17 times 23?", 0.3, ("What is", "17 times 23?"))
+              + turn_script("What's the weather like today?", 2.3, ("What's the", "weather like today?")))
+    rig = Rig(tmp_path, script, components=components)
+
+    async def main():
+        consumer = asyncio.create_task(rig.consume())
+        await rig.driver.until(2.0)
+        await let_tools_run()
+        await rig.driver.until(4.2)
+        await rig.session.end_input()  # waits for the LLM's reply
+        await asyncio.wait_for(consumer, 120)
+
+    try:
+        asyncio.run(main())
+    finally:
+        components.close()
+    first, second = rig.turns()
+    assert first.timeline.reply == "17 times 23 is 391." and first.timeline.extra["tool"]["name"] == "calculate"
+    assert "tool" not in second.timeline.extra and second.timeline.reply.strip()
+    assert rig.session.history[1] == {"role": "assistant", "content": "17 times 23 is 391."}
+    assert [m["role"] for m in rig.session.history] == ["user", "assistant", "user", "assistant"]
