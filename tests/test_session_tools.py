@@ -12,12 +12,26 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
-from fakes import AudioDriver, InlineExecutor, ScriptedLLM, ScriptedListener, ScriptedTTS, settle
+from fakes import (
+    AudioDriver,
+    InlineExecutor,
+    ScriptedListener,
+    ScriptedLLM,
+    ScriptedTTS,
+    settle,
+)
 
 from headstart.audio import AudioFrame
 from headstart.clock import FakeClock
 from headstart.config import PipelineConfig, SessionConfig
-from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, TokenDelta
+from headstart.events import (
+    EndOfTurn,
+    FinalTranscript,
+    PartialTranscript,
+    SpeechEnded,
+    SpeechStarted,
+    TokenDelta,
+)
 from headstart.session.components import Components
 from headstart.session.reply import ReplyStarted, StageError, TurnCompleted
 from headstart.session.session import Session, TimerFired

@@ -47,6 +47,7 @@ def _tool_requests() -> list[Request]:
     for city in ("Tokyo", "London", "Paris", "New York", "Sydney", "Berlin"):
         out.append(Request(f"What time is it in {city}?", "get_time", {"city": city.lower()}))
     out += [Request(t, "get_date", {}) for t in ("What's the date?", "What is the date today?", "What's today's date")]
+    value: float
     for a, op, b, value in (("17", "times", "23", 391), ("twenty", "divided by", "four", 5), ("12", "plus", "30", 42),
                             ("100", "minus", "7", 93), ("15 percent", "of", "80", 12), ("nine", "times", "nine", 81),
                             ("2", "to the power of", "10", 1024), ("seven", "plus", "eight", 15)):

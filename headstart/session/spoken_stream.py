@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 
 from headstart.clock import Clock
 from headstart.events import ReplyDone, TokenDelta
+from headstart.seams import LLMStats
 
 
 @dataclass
@@ -23,7 +24,7 @@ class SpokenStream:
 
     def __init__(self, text: str, clock: Clock, reason: str = "tool") -> None:
         self.text = text
-        self.stats = SpokenStats()
+        self.stats: LLMStats = SpokenStats()
         self._clock = clock
         self._reason = reason
         self._cancelled = False

@@ -13,7 +13,12 @@ from headstart.tools.calculator import CalculatorError, evaluate, parse_expressi
 from headstart.tools.lists import ListStore, canonical_list
 from headstart.tools.numbers import parse_number, spoken_number
 from headstart.tools.registry import Tool, ToolArgumentError, make_tool
-from headstart.tools.spoken import spoken_clock_time, spoken_date, spoken_duration, timer_label
+from headstart.tools.spoken import (
+    spoken_clock_time,
+    spoken_date,
+    spoken_duration,
+    timer_label,
+)
 from headstart.tools.timers import Timer, TimerBook
 from headstart.tools.units import UnitError, convert, spoken_quantity, unit_name
 from headstart.tools.zones import zone_for_city

@@ -44,7 +44,9 @@ def _ha_data() -> dict:
     import home_assistant_intents
 
     data = home_assistant_intents.get_intents("en")
-    intents = {}
+    if data is None:
+        raise RuntimeError("home-assistant-intents has no English data")
+    intents: dict[str, Any] = {}
     for name in HA_INTENTS:
         kept = []
         for block in data["intents"].get(name, {}).get("data", []):
@@ -86,7 +88,7 @@ def _intents(tools: tuple[Tool, ...]):
     from hassil import Intents
 
     own, ha = json.loads(_base_data())
-    merged = {"language": "en", "intents": {}, "lists": {}, "expansion_rules": {}, "skip_words": []}
+    merged: dict[str, Any] = {"language": "en", "intents": {}, "lists": {}, "expansion_rules": {}, "skip_words": []}
     for data in (_tool_data(tools), own, ha):  # registered tools first: they may override a template
         for key in ("intents", "lists", "expansion_rules"):
             for name, value in data.get(key, {}).items():

@@ -79,5 +79,5 @@ def _integer(words: list[str]) -> int | None:
 def spoken_number(value: float) -> str:
     """A result as the answer writes it: whole numbers without ".0", others to at most 4 decimals."""
     if abs(value - round(value)) < 1e-9:
-        return str(int(round(value)))
+        return str(round(value))
     return f"{value:.4f}".rstrip("0").rstrip(".")

@@ -199,7 +199,7 @@ async def run_tool(call: ToolCall, timeout_s: float | None = None) -> ToolOutcom
     loop = asyncio.get_running_loop()
     try:
         result = await asyncio.wait_for(loop.run_in_executor(None, lambda: tool.function(**call.arguments)), limit_s)
-    except asyncio.TimeoutError:
+    except TimeoutError:
         log.warning("tool %s timed out after %.1f s", tool.name, limit_s)
         return ToolOutcome(call, APOLOGY, False, f"tool {tool.name} timed out after {limit_s:g} s")
     except Exception as exc:  # noqa: BLE001 - a tool's failure is spoken, logged and reported; the session goes on

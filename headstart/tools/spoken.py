@@ -10,7 +10,7 @@ from num2words import num2words
 def spoken_duration(seconds: float) -> str:
     """A duration in words, hours, minutes and seconds ("one hour and five minutes"); under a second
     is "less than a second"."""
-    total = int(round(seconds))
+    total = round(seconds)
     if total <= 0:
         return "less than a second"
     parts = []

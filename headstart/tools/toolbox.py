@@ -20,8 +20,14 @@ from headstart.clock import Clock
 from headstart.tools.builtin import ToolContext, builtin_tools, check_arguments
 from headstart.tools.lists import ListStore
 from headstart.tools.matcher import IntentMatcher
-from headstart.tools.registry import DEFAULT_TIMEOUT_S, ToolArgumentError, ToolCall, ToolOutcome, ToolRegistry, \
-    run_tool
+from headstart.tools.registry import (
+    DEFAULT_TIMEOUT_S,
+    ToolArgumentError,
+    ToolCall,
+    ToolOutcome,
+    ToolRegistry,
+    run_tool,
+)
 from headstart.tools.timers import Timer, TimerBook
 
 # follow-ups that only mean a tool while there is a timer or alarm to mean

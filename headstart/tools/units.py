@@ -32,7 +32,7 @@ def unit_name(text: str) -> str:
     unit = _ALIASES.get(key, key.replace(" ", "_"))
     try:
         _registry().Unit(unit)
-    except Exception as exc:  # noqa: BLE001 - pint raises several kinds for a bad name
+    except Exception as exc:
         raise UnitError(f"unknown unit {text!r}") from exc
     return unit
 
@@ -49,7 +49,7 @@ def convert(value: float, from_unit: str, to_unit: str) -> float:
         return float(quantity.to(unit_name(to_unit)).magnitude)
     except UnitError:
         raise
-    except Exception as exc:  # noqa: BLE001 - pint's DimensionalityError and kin
+    except Exception as exc:
         raise UnitError(f"cannot convert {from_unit} to {to_unit}") from exc
 
 

@@ -17,7 +17,7 @@ _ALIASES = {
 
 @functools.lru_cache(maxsize=1)
 def _cities() -> dict[str, str]:
-    cities = {}
+    cities: dict[str, str] = {}
     for key in sorted(zoneinfo.available_timezones()):
         if "/" in key and not key.startswith(("Etc/", "SystemV/", "US/")):
             cities.setdefault(key.rsplit("/", 1)[1].replace("_", " ").lower(), key)
