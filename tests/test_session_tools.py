@@ -322,3 +322,18 @@ def test_with_the_real_llm_a_tool_answers_what_it_serves_and_the_llm_the_rest(tm
     assert "tool" not in second.timeline.extra and second.timeline.reply.strip()
     assert rig.session.history[1] == {"role": "assistant", "content": "17 times 23 is 391."}
     assert [m["role"] for m in rig.session.history] == ["user", "assistant", "user", "assistant"]
+
+
+def test_a_timer_announcement_yields_to_the_user_like_any_reply(tmp_path):
+    # the timer (2 s) fires at 3.8 s, once the answer has played, and its announcement plays in real
+    # time; the user speaks over it
+    script = turn_script("Set a timer for 2 seconds.", 0.3, ("Set a timer", "for 2 seconds."))
+    script += [(4.2, SpeechStarted(4.2)), (4.5, PartialTranscript("", "Okay thanks", 4.5))]
+    rig = Rig(tmp_path, script)
+    rig.session.turns.realtime_playback = True
+    run(rig, 4.8, pauses=(2.0, 3.9))
+    fired = [e for e in rig.events if isinstance(e, TimerFired)]
+    assert [f.text for f in fired] == ["Your two second timer is done."]
+    started = [e for e in rig.events if isinstance(e, ReplyStarted)]
+    interrupted = [e for e in rig.events if type(e).__name__ == "ReplyInterrupted"]
+    assert len(started) == 2 and [e.reply_id for e in interrupted] == [started[1].reply_id]
