@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING
 from headstart.audio import AudioFrame
 from headstart.clock import Clock
 from headstart.events import ReplyDone, TokenDelta
+from headstart.session.spoken_stream import SpokenStream
 from headstart.timeline import TurnTimeline
 
 if TYPE_CHECKING:
@@ -196,7 +197,7 @@ class Reply:
         tool: ToolRun | None = None,
     ) -> None:
         if stream is None and open_stream is None and tool is None:
-            raise ValueError("a Reply needs stream= or open_stream=")
+            raise ValueError("a Reply needs stream=, open_stream= or tool=")
         self.id = reply_id
         self.turn = turn
         self.stream: LLMReplyStream | None = stream
@@ -403,8 +404,6 @@ class Reply:
             if self.stream is None and self.tool is not None:
                 # the gate: a tool runs only for a released reply; a dropped held one is cancelled here
                 await self._released.wait()
-                from headstart.session.spoken_stream import SpokenStream
-
                 self.stream = SpokenStream(await self.tool(), self._clock)
             if self.stream is None:
                 assert self._open_stream is not None
