@@ -93,6 +93,16 @@ class Continuation:
     text: str
 
 
+@dataclass(frozen=True)
+class ToolUse:
+    """The turn's reply came from a tool (headstart/tools/): which one, the arguments it was called
+    with, and whether it ran without an error (a failure is answered with a spoken apology)."""
+
+    name: str
+    arguments: dict[str, object]
+    ok: bool
+
+
 @dataclass
 class TurnTimeline:
     """Clock readings (seconds) of one user turn and its reply; None where the event did not happen."""
@@ -118,6 +128,7 @@ class TurnTimeline:
     eou: EOUCounters | None = None  # set when the turn's reply starts
     interruption: Interruption | None = None
     continuation: Continuation | None = None
+    tool: ToolUse | None = None  # set when a tool served the turn (after it ran)
 
     @staticmethod
     def _since(start: float | None, end: float | None) -> float | None:

@@ -23,12 +23,13 @@ ALLOWED: dict[str, set[str]] = {
     "voice": {"models"},
     "llm": {"models"},
     "tts": {"models"},
-    "session": {"models", "voice", "llm", "tts"},
+    "tools": {"models"},
+    "session": {"models", "voice", "llm", "tts", "tools"},
     "server": {"models", "session", "tts"},
     "mic": {"models", "session", "server", "tts"},
     "training": {"models", "corpus", "voice", "llm", "tts"},
-    "bench": {"models", "corpus", "voice", "llm", "tts", "session", "server", "training"},
-    "cli": {"models", "corpus", "voice", "llm", "tts", "session", "server", "mic", "training", "bench"},
+    "bench": {"models", "corpus", "voice", "llm", "tts", "tools", "session", "server", "training"},
+    "cli": {"models", "corpus", "voice", "llm", "tts", "tools", "session", "server", "mic", "training", "bench"},
 }
 # Programs that run as their own process (a worker in another environment, an offline index builder):
 # they parse their own command line.

@@ -133,6 +133,8 @@ def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
                         "the LLM's hidden state (head), the LLM's end-of-turn token probability (token, alias "
                         "llm), auto (head where this LLM has one, else token) or none (punctuation, fixed "
                         "silence); default: auto")
+    parser.add_argument("--tools", action="store_true", help="local tools answer what they serve: time and "
+                        "date, timers and alarms, lists, a calculator, unit conversion (docs/tools.md)")
 
 
 def session_config_from_args(args: argparse.Namespace, base: SessionConfig | None = None) -> SessionConfig:
@@ -140,7 +142,8 @@ def session_config_from_args(args: argparse.Namespace, base: SessionConfig | Non
     return replace(base or SessionConfig(), head_start=not getattr(args, "no_head_start", False),
                    incremental_prefill=not getattr(args, "no_incremental_prefill", False),
                    preemptive=not getattr(args, "no_preemptive", False),
-                   eou=getattr(args, "eou", None) or SessionConfig().eou)
+                   eou=getattr(args, "eou", None) or SessionConfig().eou,
+                   tools=bool(getattr(args, "tools", False)) or (base or SessionConfig()).tools)
 
 
 def build_config(args: argparse.Namespace) -> PipelineConfig:

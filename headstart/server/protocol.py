@@ -502,6 +502,20 @@ class MetricsTurn(ServerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class TimerFired(ServerEvent):
+    """A timer or alarm went off (headstart/tools/): `kind` "timer" or "alarm", `label` ("ten minute",
+    "7:30 AM"), `name` ("pasta", or "" for an unnamed one), `text` the announcement the agent speaks,
+    which follows as a reply of its own (reply.started ... reply.done) with no user turn before it."""
+
+    type: ClassVar[str] = "timer.fired"
+    timer_id: int = 0
+    kind: str = ""
+    label: str = ""
+    name: str = ""
+    text: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(ServerEvent):
     """A bad frame or a failed stage; the session goes on (except after "slow_consumer" and a failed
     session start). `code`: ProtocolError's codes, "bad_audio", "stale_reply", "internal",
@@ -515,7 +529,7 @@ class ErrorEvent(ServerEvent):
 SERVER_EVENTS: dict[str, type[ServerEvent]] = {cls.type: cls for cls in (
     SessionStarted, VADSpeechStarted, VADSpeechStopped, TranscriptPartial, TranscriptFinal, TurnEnd,
     ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone, ReplyInterrupted,
-    MetricsTurn, ErrorEvent)}
+    MetricsTurn, TimerFired, ErrorEvent)}
 SERVER_TYPES = frozenset(SERVER_EVENTS)
 
 

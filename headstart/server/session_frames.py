@@ -7,6 +7,7 @@ from headstart.audio import float32_to_pcm16
 from headstart.events import EndOfTurn, FinalTranscript, PartialTranscript, SpeechEnded, SpeechStarted, TokenDelta
 from headstart.server import protocol as wire
 from headstart.server.turn_metrics import turn_metrics
+from headstart.session.timers import TimerFired
 from headstart.session.reply import (
     ReplyAudio,
     ReplyAudioStart,
@@ -61,4 +62,7 @@ def _wire_events(event: object) -> list[wire.ServerEvent]:
             out.append(wire.ReplyDone(reply_id=event.reply_id, text=t.reply, audio_ms=ms(t.reply_audio_s)))
         out.append(turn_metrics(t, event.reply_id, event.interrupted))
         return out
+    if isinstance(event, TimerFired):
+        return [wire.TimerFired(timer_id=event.timer_id, kind=event.kind, label=event.label, name=event.name,
+                                text=event.text)]
     return []

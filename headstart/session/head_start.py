@@ -64,6 +64,8 @@ class HeadStart:
             progress, the session is open, the backend can prefill).
         priority: the process's `LLMPriority` (None: no other session to give way to).
         owner: who this head start's held work belongs to for `priority` (the session).
+        tool_reply: `(text, messages) -> Reply | None`: a held tool reply when a tool serves `text`
+            (not started; its tool runs only once released), else None (the LLM's reply is held).
     """
 
     def __init__(
@@ -78,7 +80,9 @@ class HeadStart:
         possible: Callable[[], bool] = lambda: True,
         priority: LLMPriority | None = None,
         owner: object = None,
+        tool_reply: Callable[[str, list[dict[str, str]]], object | None] = lambda text, messages: None,
     ) -> None:
+        self._tool_reply = tool_reply
         self.policy = PreemptionPolicy(clock, config, endpoint)
         self.stats: HeadStartStats = self.policy.stats  # one record: the policy's hits and misses, our waste
         self._open_turn = open_turn
@@ -245,7 +249,15 @@ class HeadStart:
                 self._start_held(decision.text)
 
     def _start_held(self, text: str) -> None:
-        """Start a reply to `text` that is generated and synthesised but held (nothing leaves)."""
+        """Start a reply to `text` that is generated and synthesised but held (nothing leaves); a text a
+        tool serves holds a tool reply (nothing runs before its release; the LiveTurn is not needed)."""
+        if self._possible():
+            messages = self._messages()
+            tool_reply = self._tool_reply(text, messages)
+            if tool_reply is not None:
+                self.close_live()
+                self._hold(tool_reply)
+                return
         live = self._ensure_live() if self._possible() else None
         if live is None:
             self.policy.withdraw()  # nothing was started: no hit, no miss
@@ -255,7 +267,9 @@ class HeadStart:
             self.policy.withdraw()
             return
         messages = self._messages()
-        reply = self._new_held(live.reply(text), text, messages)
+        self._hold(self._new_held(live.reply(text), text, messages))
+
+    def _hold(self, reply) -> None:
         self._held = reply
         if self._priority is not None:
             self._unsubscribe = self._priority.subscribe(self._owner, self._on_confirmed_elsewhere)

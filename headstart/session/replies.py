@@ -6,7 +6,12 @@ the floor.
     replies.release(held, turn)          # the head start's held reply, released at the end of turn
     replies.new(turn, held=True, ...)    # a reply on the pipeline, not started (the head start's held one)
     replies.apply(actions)               # turn-taking's Pause / Resume / Interrupt on the current reply
-    replies.open_live_turn(messages)     # the user turn's LiveTurn, on the same LLM backend
+    replies.open_live_turn(messages)     # the user turn's LiveTurn, on the same LLM backend 
+    replies.announce(text, turn)         # an agent-initiated reply (a timer fired): no user turn before it
+
+A final transcript a tool serves (`Toolbox.route`) gets a tool reply: the tool's spoken answer instead
+of the LLM's, the tool run once the reply starts (a confirmed one) or is released (a held one), its call
+and outcome in `turn.tool`; a tool that failed adds a `StageError("tool_failed")` to the queue.
 
 Each reply's LLM stream is opened on the chat as it is when the reply starts running (or is given: a
 LiveTurn's reply), its TTS stream on the components' synthesiser. Its audio leaves paced by the
@@ -29,8 +34,11 @@ from headstart.clock import Clock
 from headstart.seams import LLMReplyStream, LLMTurn
 from headstart.session.conversation import Conversation
 from headstart.session.echo import EchoGuard, echo_text
-from headstart.session.reply import Reply, ReplyEvent, ReplyInterrupted, TurnCompleted
-from headstart.timeline import Interruption, TurnTimeline
+from headstart.session.reply import Reply, ReplyEvent, ReplyInterrupted, StageError, TurnCompleted
+from headstart.session.spoken_stream import SpokenStream
+from headstart.timeline import Interruption, ToolUse, TurnTimeline
+from headstart.tools.registry import ToolCall
+from headstart.tools.toolbox import Toolbox
 from headstart.session.turntaking import Action, AgentState, Interrupt, Pause, Resume, TurnTaking
 
 _reply_ids = itertools.count(1)
@@ -66,6 +74,8 @@ class Replies:
         on_held_failed: `(reply) -> None`: a held reply's stage failed (the head start drops it silently).
         playback_lead_s: audio leaves at most this far ahead of the client's playback (None: at once).
         audio_frame_s: reply audio in frames of this many seconds (None: as the engine gives it).
+        tools: the session's `Toolbox` (None: no tools, every reply is the LLM's).
+        on_tool_ran: `() -> None` after each tool run (the session re-arms its timer watch).
 
     Attributes:
         current: the reply that has (or last had) the floor; None before the first and after a cut-off.
@@ -85,8 +95,12 @@ class Replies:
         on_held_failed: Callable[[Reply], None] = lambda reply: None,
         playback_lead_s: float | None = None,
         audio_frame_s: float | None = None,
+        tools: Toolbox | None = None,
+        on_tool_ran: Callable[[], None] = lambda: None,
     ) -> None:
         self._components = components
+        self.tools = tools
+        self._on_tool_ran = on_tool_ran
         self._config = components.config
         self._clock = clock
         self._turns = turns
@@ -128,11 +142,30 @@ class Replies:
 
     # -- starting and stopping ---------------------------------------------------------------------------
 
+    def route(self, text: str) -> ToolCall | None:
+        """The tool call a user's text asks for (None: no tools, or the LLM answers). Runs nothing."""
+        return None if self.tools is None or not text.strip() else self.tools.route(text)
+
+    def _tool_run(self, call: ToolCall, reply_turn: Callable[[], TurnTimeline]):
+        """The `ToolRun` of a tool reply: runs `call` once (the reply calls it when released)."""
+        tools = self.tools
+        assert tools is not None
+
+        async def run() -> str:
+            outcome = await tools.run(call)
+            reply_turn().tool = ToolUse(name=call.tool.name, arguments=dict(call.arguments), ok=outcome.ok)
+            if not outcome.ok:
+                self._put(StageError("tool_failed", outcome.error))
+            self._on_tool_ran()
+            return outcome.spoken
+        return run
+
     def new(self, turn: TurnTimeline, *, stream=None, held: bool = False, hypothesis: str = "",
-            messages: list[dict[str, str]] | None = None) -> Reply:
+            messages: list[dict[str, str]] | None = None, tool_call: ToolCall | None = None) -> Reply:
         """A reply on the session's pipeline, not started. `stream`: its LLM stream when already open (a
         LiveTurn's reply), else one is opened on the chat as it is when the reply starts running.
-        `held`, `hypothesis`, `messages`: a held reply's (`Reply`)."""
+        `held`, `hypothesis`, `messages`: a held reply's (`Reply`). `tool_call`: a tool reply's call
+        (run when the reply is released)."""
         from headstart.tts.chunker import ClauseChunker
         from headstart.tts.stream import TTSStream
 
@@ -156,14 +189,20 @@ class Replies:
         reply = Reply(reply_id, turn, self._send, self._clock, open_tts, stream=stream,
                       open_stream=self._open_stream, held=held, playback_lead_s=self._lead_s,
                       ahead_s=ahead_s, on_audio=on_audio, on_llm_started=lambda: priority.started(reply),
-                      on_finished=self._finished, on_failed=self._failed, hypothesis=hypothesis, messages=messages)
+                      on_finished=self._finished, on_failed=self._failed, hypothesis=hypothesis, messages=messages,
+                      tool=None if tool_call is None else self._tool_run(tool_call, lambda: reply.turn))
         return reply
 
     def start(self, turn: TurnTimeline, live=None) -> Reply:
         """A confirmed reply to `turn.transcript` starts now (ReplyStarted): on `live`'s reply when given
         (a LiveTurn opened on the chat as it is: the prompt mostly prefilled), else on a stream opened
-        when it runs. The history gets the user's turn; turn-taking, the reply."""
-        reply = self.new(turn)
+        when it runs; a text a tool serves gets a tool reply (the LiveTurn is closed). The history gets the
+        user's turn; turn-taking, the reply."""
+        call = self.route(turn.transcript)
+        if call is not None and live is not None:
+            live.close()
+            live = None
+        reply = self.new(turn, tool_call=call)
         self.current = reply
         # confirmed: EOU jobs queued before it give way, held replies of other sessions still generating
         # drop (Components.llm_priority); a reply cancelled before it ever ran no longer counts
@@ -172,6 +211,16 @@ class Replies:
         if live is not None:
             reply.stream = live.reply(turn.transcript)
         self._conversation.add_user(turn.transcript)
+        self._turns.reply_started(reply.id)
+        reply.start()
+        return reply
+
+    def announce(self, text: str, turn: TurnTimeline) -> Reply:
+        """An agent-initiated reply speaking `text` now (a timer fired): no user message before it in the
+        history, which keeps `text` once its audio has left; it yields to the user like any reply."""
+        reply = self.new(turn, stream=SpokenStream(text, self._clock, reason="announcement"))
+        self.current = reply
+        self._echo.reset_played()
         self._turns.reply_started(reply.id)
         reply.start()
         return reply

@@ -10,6 +10,10 @@ stream -> TTS stream -> paced audio) and the text a listener heard of it.
 A *held* reply (`held=True`, the head start) is generated and synthesised ahead: its events wait in
 its outbox and its audio before the first frame, until `release(turn)` sends them in order.
 
+A *tool* reply (`tool=...`, a matched tool call) speaks the tool's answer instead of the LLM's. Its
+tool runs only once the reply is released (at once for a confirmed one): a held tool reply that is
+dropped, cut off or never released has run nothing.
+
 Every event leaves through `send(reply, event)` carrying the reply's id; `delivers(event)` says
 whether an event sent earlier may still reach the consumer (a cancelled reply's tokens and audio still
 queued are dropped). All methods run on the event loop; the blocking work runs on the executors the
@@ -22,13 +26,14 @@ import asyncio
 import contextlib
 import dataclasses
 import math
-from collections.abc import Callable, Generator
+from collections.abc import Awaitable, Callable, Generator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from headstart.audio import AudioFrame
 from headstart.clock import Clock
 from headstart.events import ReplyDone, TokenDelta
+from headstart.session.spoken_stream import SpokenStream
 from headstart.timeline import TurnTimeline
 
 if TYPE_CHECKING:
@@ -131,6 +136,10 @@ _CONTENT = (TokenDelta, ReplyDone, ReplyAudioStart, ReplyAudio)
 ReplyEvent = ReplyStarted | TokenDelta | ReplyDone | ReplyAudioStart | ReplyAudio | ReplyPaused | ReplyResumed
 
 
+# a tool reply's action: run the matched tool (its only side effect), give the spoken answer
+ToolRun = Callable[[], Awaitable[str]]
+
+
 def _nothing(*_args) -> None:
     return None
 
@@ -164,6 +173,8 @@ class Reply:
             before its last token comes as `StageError("llm_failed")` unless the error names its own
             `code` (the remote engine's).
         hypothesis, messages: for a held reply, the user text it answers and the chat before it.
+        tool: a tool reply's `ToolRun`: awaited once the reply is released, its spoken answer is the
+            reply's text (no LLM stream is opened).
     """
 
     def __init__(
@@ -185,9 +196,10 @@ class Reply:
         on_failed: Callable[[Reply, Exception], None] = _nothing,
         hypothesis: str = "",
         messages: list[dict[str, str]] | None = None,
+        tool: ToolRun | None = None,
     ) -> None:
-        if stream is None and open_stream is None:
-            raise ValueError("a Reply needs stream= or open_stream=")
+        if stream is None and open_stream is None and tool is None:
+            raise ValueError("a Reply needs stream=, open_stream= or tool=")
         self.id = reply_id
         self.turn = turn
         self.stream: LLMReplyStream | None = stream
@@ -195,6 +207,7 @@ class Reply:
         self.held = held
         self.hypothesis = hypothesis
         self.messages = messages
+        self.tool = tool
         self.task: asyncio.Task[None] | None = None
         self.error: Exception | None = None
         self.finished = False  # all its audio has left
@@ -390,7 +403,12 @@ class Reply:
         audio_task = asyncio.create_task(self._pump_audio(tts), name=f"session-audio-{self.id}")
         llm_done = False
         try:
+            if self.stream is None and self.tool is not None:
+                # the gate: a tool runs only for a released reply; a dropped held one is cancelled here
+                await self._released.wait()
+                self.stream = SpokenStream(await self.tool(), self._clock)
             if self.stream is None:
+                assert self._open_stream is not None
                 self.stream = self._open_stream()
             async for event in self.stream:
                 self._llm_started()

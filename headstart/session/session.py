@@ -28,6 +28,11 @@ the end of turn releases (a hit) or drops (`TurnCompleted.timeline.head_start.pr
 listener's endpointer and the head start. `Listening` (headstart/session/listening.py) runs the listener.
 Sessions share the llm thread through `Components.llm_priority` (confirmed replies first); the chat is
 the session's `Conversation` (headstart/session/conversation.py: history, continuations).
+
+Tools (headstart/tools/, docs/tools.md): a final transcript a tool serves gets the tool's spoken answer
+instead of the LLM's (`Replies.route`); a held reply may be a tool reply, but its tool runs only once
+the end of turn releases it (`Reply`). A timer or alarm that fires sends `TimerFired` and an
+agent-initiated reply (headstart/session/timers.py); the session's end cancels its timers.
 """
 
 from __future__ import annotations
@@ -67,6 +72,10 @@ from headstart.session.reply import (
     heard_text,
 )
 from headstart.timeline import AudioClockMap, TurnTimeline
+from headstart.session.timers import TimerAnnouncer, TimerFired
+from headstart.tools.lists import ListStore
+from headstart.tools.registry import ToolRegistry
+from headstart.tools.toolbox import Toolbox
 from headstart.session.turntaking import (
     FILLER_WORDS,
     Action,
@@ -84,7 +93,7 @@ from headstart.session.turntaking import (
 __all__ = [
     "FILLER_WORDS", "Action", "AgentState", "Components", "EchoDetector", "Interrupt", "Pause", "Reply",
     "ReplyAudio", "ReplyAudioStart", "ReplyInterrupted", "ReplyPaused", "ReplyResumed", "ReplyStarted",
-    "Resume", "Session", "SessionEvent", "StartReply", "TurnCompleted", "TurnTaking", "UserState", "content_words",
+    "Resume", "Session", "SessionEvent", "StartReply", "TimerFired", "TurnCompleted", "TurnTaking", "UserState", "content_words",
     "heard_text", "is_echo_text", "normalized_xcorr_peak",
 ]
 
@@ -128,6 +137,11 @@ class Session:
             `ListenerFactory`) makes the session's listener (called again for a fresh one after
             `clear_input`). Default: a voice/listener.py `Listener` on the components' VAD, ASR and an
             endpointer on the EOU plan.
+        tools: tools registered beside the built-in ones (docs/tools.md); `SessionConfig.tools` False:
+            no tools at all.
+        user: whose lists the tools keep ("default" when the server knows no user).
+        lists: where lists are kept (default: `ListStore()`, in `$HEADSTART_DATA_DIR` or the user's
+            data folder).
     """
 
     def __init__(
@@ -141,9 +155,13 @@ class Session:
         realtime_playback: bool = False,
         eou_scorer=_FROM_CONFIG,
         listener: ListenerFactory | None = None,
+        tools: ToolRegistry | None = None,
+        user: str = "default",
+        lists: ListStore | None = None,
     ) -> None:
         self._config = components.config
         self._clock: Clock = clock or MonotonicClock()
+        self.toolbox = Toolbox(self._clock, lists=lists, user=user, tools=tools) if self._config.session.tools else None
         self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
         self._out: asyncio.Queue[SessionEvent | FromReply | Exception | _End] = asyncio.Queue()
@@ -152,13 +170,14 @@ class Session:
             components, self._clock, self.turns, self._echo, self.conversation, self._out.put_nowait, owner=self,
             speech_started_at=lambda: self._speech_started_at,
             on_held_failed=lambda reply: self.head_start.held_failed(reply),
-            playback_lead_s=playback_lead_s, audio_frame_s=audio_frame_s)
+            playback_lead_s=playback_lead_s, audio_frame_s=audio_frame_s, tools=self.toolbox,
+            on_tool_ran=self._on_tool_ran)
         plan = components.eou_plan() if eou_scorer is _FROM_CONFIG else None
         self._endpoint_config = plan.endpoint if plan is not None else self._config.endpoint
         self.head_start = HeadStart(
             self._clock, self._config.session, self._endpoint_config, open_turn=self.replies.open_live_turn,
             messages=self.conversation.messages, new_held=self._new_held_reply, possible=self._head_start_possible,
-            priority=components.llm_priority, owner=self)
+            priority=components.llm_priority, owner=self, tool_reply=self._new_held_tool_reply)
         engine = components.local_engine  # None for a remote backend: no fused reply prefill
         self.eou = EOUService(
             plan, engine, components.llm_executor, components.llm_priority, messages=self.conversation.messages,
@@ -178,6 +197,8 @@ class Session:
         self._closed = False
         self._speech_started_at: float | None = None  # the current utterance's first speech start
         self._paused = False  # the listener's VAD hears a pause of preempt_pause_s, not yet its end
+        self.timers = None if self.toolbox is None else TimerAnnouncer(
+            self._clock, self.toolbox, self._out.put_nowait, can_speak=self._can_announce, speak=self._announce)
 
     def _eou_can_compute(self) -> bool:
         """EOU estimates run only while the user is silent (the listener asks on every partial; mid-speech
@@ -297,6 +318,7 @@ class Session:
         self._closed = True
         await self._listening.end_input()
         self.head_start.cancel("cleared")  # a held reply the input never confirmed
+        self._close_timers()
         reply = self.replies.current
         if reply is not None and reply.task is not None:
             with contextlib.suppress(asyncio.CancelledError):
@@ -307,6 +329,7 @@ class Session:
         """Stop everything at once (the client went away): no more events are produced."""
         self._closed = True
         tasks = self.tasks  # the held reply's too, before the head start lets go of it
+        self._close_timers()
         self.head_start.cancel("closed")
         if self.replies.current is not None:
             self.replies.current.cancel("closed", 0.0)
@@ -322,7 +345,8 @@ class Session:
         """The session's asyncio tasks not done yet (its listener's, the barge-in timer, its replies'):
         none before its first audio, none once `aclose` returns."""
         replies = [r.task for r in (self.replies.current, self.head_start.held) if r is not None]
-        return [t for t in (*self._listening.tasks, self._timer, *replies) if t is not None and not t.done()]
+        watch = self.timers.task if self.timers is not None else None
+        return [t for t in (*self._listening.tasks, self._timer, watch, *replies) if t is not None and not t.done()]
 
     @property
     def reply_active(self) -> bool:
@@ -454,6 +478,31 @@ class Session:
         """Speculative work only while the head start is on, the session open and the agent silent
         (`Replies.agent_silent`: the chat the user's turn follows is final)."""
         return self.head_start.enabled and not self._closed and self.replies.agent_silent
+
+    def _new_held_tool_reply(self, text: str, messages: list[dict[str, str]]) -> Reply | None:
+        """A held tool reply to `text` when a tool serves it (matched and validated now; the tool runs
+        only if the end of turn releases the reply), else None."""
+        call = self.replies.route(text)
+        if call is None:
+            return None
+        return self.replies.new(self._current_turn(), held=True, hypothesis=text, messages=messages, tool_call=call)
+
+    # -- tools and timers -------------------------------------------------------------------------------
+
+    def _on_tool_ran(self) -> None:
+        """A tool ran: it may have started or cancelled a timer."""
+        if self.timers is not None and not self._closed:
+            self.timers.schedule()
+
+    def _can_announce(self) -> bool:
+        return not self._closed and self.replies.agent_silent and self.turns.user is UserState.LISTENING
+
+    def _announce(self, text: str) -> None:
+        self.replies.announce(text, TurnTimeline())
+
+    def _close_timers(self) -> None:
+        if self.timers is not None:
+            self.timers.close()
 
     def _new_held_reply(self, stream, text: str, messages: list[dict[str, str]]) -> Reply:
         return self.replies.new(self._current_turn(), stream=stream, held=True, hypothesis=text, messages=messages)
