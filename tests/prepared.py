@@ -67,3 +67,14 @@ def speech(name: str) -> np.ndarray:
     if not path.is_file():
         pytest.skip(f"speech recording not found: {path}")
     return read_wav(path)
+
+
+def cpu_has_vnni() -> bool:
+    """The CPU has VNNI (AVX512-VNNI or AVX-VNNI): onnxruntime's int8 MatMul then multiplies exactly. On
+    AVX2 without it, the u8 x s8 kernel's pairwise sums saturate at int16 (pmaddubsw), so int8 models
+    compute measurably different numbers (onnxruntime's quantization docs name this saturation)."""
+    try:
+        flags = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return True
+    return "avx512_vnni" in flags or "avx_vnni" in flags

@@ -99,7 +99,7 @@ def test_the_floor_data_is_complete_and_every_figure_has_a_source(tmp_path):
 
 
 def test_the_packaged_configs_are_the_llm_presets_with_their_shapes():
-    from headstart.models import catalog, prepare, store
+    from headstart.models import catalog, store
 
     llm_presets = {p.name for p in catalog.PRESETS.values() if p.role == "llm"}
     assert set(stages.preset_names()) == llm_presets

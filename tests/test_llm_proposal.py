@@ -9,7 +9,7 @@ import random
 import pytest
 import torch
 
-from headstart.llm.proposal import LayerStack, ProposalHead, load_head, model_key
+from headstart.llm.proposal import ProposalHead, load_head, model_key
 from headstart.llm.sampling import Sampling
 from headstart.training.train_proposal import default_conversations, evaluate, extract_features, train_head
 from tests.test_selfspec import VOCAB, tiny

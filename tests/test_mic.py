@@ -11,7 +11,7 @@ import threading
 import numpy as np
 import pytest
 
-from headstart.audio import SAMPLE_RATE_HZ, StreamResampler, read_wav
+from headstart.audio import SAMPLE_RATE_HZ, read_wav
 from headstart.corpus import recordings as data
 from headstart.mic.client import CaptureChain, FrameHandoff, MicClient, PlaybackBuffer
 from headstart.mic.echo import EchoCanceller, NoEchoControl, PlaybackGate, aec_available

@@ -111,7 +111,7 @@ def test_a_large_integer_that_fits_a_float_is_a_float_position():
 @settings(max_examples=300, deadline=None)
 @given(st.sampled_from(sorted(CLIENT_TYPES)), st.sampled_from(_FIELD_NAMES), _numbers)
 def test_any_json_number_in_any_field_raises_only_protocol_error(kind, name, number):
-    text = '{"type": "%s", "reply_id": "r1", "position_ms": 5, "%s": %s}' % (kind, name, number)
+    text = f'{{"type": "{kind}", "reply_id": "r1", "position_ms": 5, "{name}": {number}}}'
     try:
         message = parse_client_text(text)
     except ProtocolError as exc:

@@ -10,7 +10,6 @@ import asyncio
 import json
 import re
 import shutil
-import subprocess
 import urllib.request
 from pathlib import Path
 

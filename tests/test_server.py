@@ -9,7 +9,6 @@ import json
 
 import numpy as np
 import pytest
-import websockets
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 

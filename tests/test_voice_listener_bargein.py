@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 
 import numpy as np
-import pytest
 
 from headstart.audio import AudioFrame
 from headstart.corpus import recordings as data

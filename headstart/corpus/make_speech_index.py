@@ -203,7 +203,7 @@ def default_whisper_model() -> Path:
     try:
         from headstart.models.store import resolve_model
     except ImportError as exc:  # catalogue not there yet
-        raise SystemExit(f"pass --whisper-model DIR (headstart.models unavailable: {exc})")
+        raise SystemExit(f"pass --whisper-model DIR (headstart.models unavailable: {exc})") from exc
     return resolve_model("whisper-tiny.en")
 
 

@@ -55,7 +55,6 @@ def read_ort_model(path: str | Path):
         OrtConvertError: not an ORT-format file, or it holds fused nodes, sparse initializers or
             externally stored tensors.
     """
-    import onnx
     from onnx import helper
 
     fbs = _fbs()

@@ -12,7 +12,7 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from headstart.models.catalog import PRESETS, Part, Preset
 from headstart.models.store import (

@@ -16,7 +16,7 @@ import os
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable
+from collections.abc import Callable
 
 from headstart.models.catalog import DEMO_PRESETS, PRESETS, ROLE_NAMES, Preset
 

@@ -6,7 +6,7 @@ the floor.
     replies.release(held, turn)          # the head start's held reply, released at the end of turn
     replies.new(turn, held=True, ...)    # a reply on the pipeline, not started (the head start's held one)
     replies.apply(actions)               # turn-taking's Pause / Resume / Interrupt on the current reply
-    replies.open_live_turn(messages)     # the user turn's LiveTurn, on the same LLM backend 
+    replies.open_live_turn(messages)     # the user turn's LiveTurn, on the same LLM backend
     replies.announce(text, turn)         # an agent-initiated reply (a timer fired): no user turn before it
 
 A final transcript a tool serves (`Toolbox.route`) gets a tool reply: the tool's spoken answer instead

@@ -87,7 +87,7 @@ class TimerAnnouncer:
         self._task = asyncio.create_task(self._fire_at(wake_at_s), name="session-timers")
 
     async def _fire_at(self, wake_at_s: float) -> None:
-        while (left_s := wake_at_s - self._clock.now()) > 1e-9:
+        while (left_s := wake_at_s - self._clock.now()) > 1e-9:  # noqa: ASYNC110 - a deadline on the clock, no event to wait on
             await asyncio.sleep(min(left_s, self.poll_s))
         for timer in self._toolbox.due():
             text = announcement(timer)

@@ -58,7 +58,9 @@ def turn_figures(record: TurnRecord) -> dict:
 
     end = record.speech_end_at_s
     end_stream = record.speech_end_stream_s
-    covers_end = (lambda p: end_stream is None or (p.get("audio_ms") or 0.0) / 1000.0 >= end_stream - FRAME_S)
+    def covers_end(p: dict) -> bool:
+        return end_stream is None or (p.get("audio_ms") or 0.0) / 1000.0 >= end_stream - FRAME_S
+
     t_partial, _ = _first(record, "transcript.partial", covers_end)
     t_eou, eou = _first(record, "turn.end")
     t_final, _ = _first(record, "transcript.final", lambda p: bool((p.get("text") or "").strip()))
