@@ -388,6 +388,7 @@ def test_a_silent_synthesiser_is_a_clear_error():
         synthetic_turns(_Silent(), ["hello"], noise_rms=1e-3)
 
 
+@pytest.mark.models
 def test_pause_set_takes_one_recording_per_item_first():
     from headstart.bench.conversation.data import load_user_turns, pause_turns
     from headstart.config import ASRConfig

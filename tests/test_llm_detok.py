@@ -11,6 +11,8 @@ import pytest
 from headstart.llm.detok import IncrementalDetokenizer
 from tests.prepared import model_path
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 FFFD = "\ufffd"
 REPLY = (
     "Sure! Here's a quick one: the robot, named Bolt, found a brush in the shed. "

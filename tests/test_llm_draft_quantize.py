@@ -11,6 +11,8 @@ from headstart.llm.sampling import Sampling
 from headstart.llm.speculative import DraftingPolicy, build_decoder
 from tests.prepared import llm_engine
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 MODEL = "smollm2-135m"
 PROMPTS = ["Tell me a short story about a robot who learns to paint."]
 

@@ -11,6 +11,8 @@ from headstart.llm.engine import LLMEngine, LLMError, common_prefix_len
 from headstart.llm.sampling import Sampling
 from tests.prepared import model_path
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 MODEL = "smollm2-135m"
 PROMPTS = [
     "What is the capital of France?",

@@ -17,6 +17,8 @@ from headstart.llm.exactness import check_exactness
 from headstart.llm.precision import int8_unsupported_reason, resolve_precision, resolve_quantize
 from tests.prepared import model_path
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 MODEL = "smollm2-135m"
 ROOT = Path(__file__).resolve().parents[1]
 

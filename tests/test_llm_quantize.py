@@ -13,6 +13,8 @@ from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.engine import LLMEngine, quantize_model
 from tests.prepared import model_path
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 MODEL = "smollm2-135m"
 PROMPTS = ["What is the capital of France?", "Name three colours."]
 

@@ -18,6 +18,8 @@ from headstart.llm.sampling import Sampling
 from headstart.llm.stream import generate_stream, with_system_prompt
 from tests.prepared import llm_engine
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 MODEL = "smollm2-135m"
 CAPITAL = [{"role": "user", "content": "What is the capital of France?"}]
 STORY = [{"role": "user", "content": "Tell me a long story about a robot who learns to paint."}]

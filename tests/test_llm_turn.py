@@ -22,6 +22,8 @@ from headstart.llm.stream import generate_stream
 from headstart.llm.turn import TurnPrefill, stable_text
 from tests.prepared import llm_engine
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 MODEL = "smollm2-135m"
 CONFIG = LLMConfig(model=MODEL, dtype="float32", max_new_tokens=16, soft_max_tokens=None,
                    system_prompt="Answer in one short sentence.")

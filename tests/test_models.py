@@ -198,6 +198,7 @@ def test_resolve_models_names_unknown_and_missing_together(tmp_cache, tmp_path):
     assert store.resolve_models([("tts", str(tmp_path))]) == [tmp_path]
 
 
+@pytest.mark.models
 def test_a_mistyped_asr_or_llm_preset_lists_only_that_roles_presets(monkeypatch):
     from headstart.session.components import Components
     from headstart.config import ASRConfig, LLMConfig, PipelineConfig
@@ -234,6 +235,7 @@ def test_the_prepare_hint_names_the_command_as_the_user_ran_it(tmp_path, monkeyp
     assert "run `.venv/bin/headstart models prepare qwen2.5-coder-1.5b` first" in store._prepare_hint("qwen2.5-coder-1.5b")
 
 
+@pytest.mark.models
 def test_a_folder_that_is_no_model_is_reported_before_any_model_loads(tmp_path, monkeypatch):
     """A new user's trial: `--llm some/folder` without a model in it was found only when the LLM loaded,
     after the ASR (seconds later); now the configuration check names it, for the LLM and the ASR."""

@@ -13,6 +13,8 @@ from headstart.config import ASRConfig
 from headstart.voice.asr import Transcription, WhisperASR, segment_drop_reason
 from tests.prepared import speech, whisper
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 REFERENCE = "he was not an ill disposed young man"
 
 

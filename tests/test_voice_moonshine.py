@@ -16,6 +16,8 @@ from headstart.voice.asr import Transcription
 from listener_driver import run_listener
 from tests.prepared import cpu_has_vnni, model_path
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 SR = 16000
 
 

@@ -15,6 +15,8 @@ from headstart.models.store import ModelError
 from headstart.voice.smart_turn import NUM_FRAMES, NUM_MEL_BINS, WINDOW_SAMPLES, SmartTurn
 from tests.prepared import cpu_has_vnni
 
+pytestmark = pytest.mark.models  # loads a real prepared model (make test-unit leaves it out)
+
 SR = 16000
 # recordings of four words or more whose middle cut the model hears as unfinished (the listening
 # issue measured 32/48 cuts and 37/45 complete sentences right at 0.2 s; these are clear cases)

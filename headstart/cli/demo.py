@@ -18,6 +18,7 @@ import json
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -85,8 +86,8 @@ def load_turns(specs: list[str]) -> list[UserTurn]:
     from headstart.corpus import recordings as data
 
     if not specs:
-        rec = data.default_recording()
-        return [UserTurn(rec.name, read_wav(rec.path), rec.speech_end_s, rec.text)]
+        default = data.default_recording()
+        return [UserTurn(default.name, read_wav(default.path), default.speech_end_s, default.text)]
     turns = []
     by_path = {rec.path.resolve(): rec for rec in data.recordings()}
     for spec in specs:
@@ -241,6 +242,7 @@ async def run_conversation(components, turns: list[UserTurn], *, fast: bool, pri
         timeline = result.timeline
         if timeline is None:
             continue
+        true_end: float | None
         if user_turn.speech_end_s is not None:
             true_end = result.offset_s + user_turn.speech_end_s
             result.speech_end_source = "bench data"
@@ -294,7 +296,8 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
     for user_turn, result in zip(turns, results):
         timeline = result.timeline
         metrics = timeline.metrics() if timeline is not None else {key: None for _, key in columns}
-        row = {
+        preemptive = "none" if timeline is None or timeline.head_start is None else timeline.head_start.preemptive
+        row: dict[str, Any] = {
             "file": result.name,
             **{key: (None if value is None else round(value, 4)) for key, value in metrics.items()},
             "transcript": timeline.transcript if timeline is not None else "",
@@ -302,16 +305,16 @@ def report(results: list[TurnResult], turns: list[UserTurn], models: dict, fast:
             "num_tokens": timeline.num_tokens if timeline is not None else 0,
             "reply_audio_s": round(timeline.reply_audio_s, 3) if timeline is not None else 0.0,
             "speech_end_source": result.speech_end_source,
-            "preemptive": "none" if timeline is None or timeline.head_start is None else timeline.head_start.preemptive,
+            "preemptive": preemptive,
         }
         if timeline is not None:
             row.update(_turn_records(timeline))
         if user_turn.reference is not None:
             row["reference"] = user_turn.reference
         rows.append(row)
-        table.add_row(result.name, *(_fmt(metrics[key]) for _, key in columns), row["preemptive"])
+        table.add_row(result.name, *(_fmt(metrics[key]) for _, key in columns), preemptive)
     Console(file=sys.stdout, width=120).print(table)
-    summary = {**rows[0], "models": models, "pace": "fast" if fast else "realtime"}
+    summary: dict[str, Any] = {**rows[0], "models": models, "pace": "fast" if fast else "realtime"}
     if len(rows) > 1:
         summary["turns"] = rows
     return summary

@@ -222,6 +222,7 @@ def main(argv: list[str] | None = None) -> int:
 
     with TSV_PATH.open(newline="", encoding="utf-8") as f:
         reader = csv.DictReader(f, delimiter="\t", quoting=csv.QUOTE_NONE)
+        assert reader.fieldnames is not None  # the TSV has a header row
         columns = [c for c in reader.fieldnames if c not in COMPUTED_COLUMNS]
         rows = list(reader)
 

@@ -85,8 +85,8 @@ def normalize_text(text: str) -> str:
     s = _BRACKETED_RE.sub(" ", s)
     for pattern, expansion in _CONTRACTIONS:
         s = pattern.sub(expansion, s)
-    for symbol, words in _SYMBOLS.items():
-        s = s.replace(symbol, words)
+    for symbol, spelled in _SYMBOLS.items():
+        s = s.replace(symbol, spelled)
     s = _ORDINAL_RE.sub(lambda m: _number_words(m.group(1), to="ordinal"), s)
     s = _DECIMAL_RE.sub(
         lambda m: _number_words(m.group(1)) + " point " + " ".join(_number_words(d) for d in m.group(2)),

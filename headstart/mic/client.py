@@ -472,6 +472,7 @@ async def _main(options: MicOptions) -> int:
                 for line in MicView.lines(event):
                     print(line, flush=True)
 
+        assert url is not None  # MicOptions holds a server URL or a local pipeline
         client = MicClient(url, echo_mode=options.echo, input_device=options.input_device,
                            output_device=options.output_device, show=show)
         client.stop = stop

@@ -36,7 +36,7 @@ class MicView:
     echo_mode: str = ""
 
     def apply(self, event: dict) -> None:
-        kind = event.get("type")
+        kind: str = event.get("type", "")
         self.state = _STATES.get(kind, self.state)
         if kind == "transcript.partial":
             self.committed, self.pending = event.get("committed", ""), event.get("pending", "")
@@ -106,10 +106,11 @@ class MicView:
                     f"{event.get('output_rate_hz')} Hz, echo control {event.get('echo')}"]
         if kind == "transcript.final" and event.get("text"):
             return [f"you: {event['text']}"]
+        # one line per reply: a reply's own line breaks would split it in a log
         if kind == "reply.done":
-            return [f"assistant: {event.get('text', '')}"]
+            return [f"assistant: {' '.join(str(event.get('text', '')).split())}"]
         if kind == "reply.interrupted":
-            return [f"assistant (interrupted): {event.get('heard_text', '')}"]
+            return [f"assistant (interrupted): {' '.join(str(event.get('heard_text', '')).split())}"]
         if kind == "metrics.turn":
             return [f"latency: voice->voice {_ms(event.get('vad_end_to_first_audio_ms'))} ms, "
                     f"TTFT {_ms(event.get('ttft_ms'))} ms, TTS TTFA {_ms(event.get('tts_ttfa_ms'))} ms, "

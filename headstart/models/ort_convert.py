@@ -82,7 +82,7 @@ def read_ort_model(path: str | Path):
     for i in range(model.MetadataPropsLength()):
         prop = model.MetadataProps(i)
         entry = out.metadata_props.add()
-        entry.key, entry.value = _s(prop.Key()), _s(prop.Value())
+        entry.key, entry.value = _s(prop.Key()) or "", _s(prop.Value()) or ""
     return out
 
 
@@ -144,7 +144,7 @@ def _value_info(name: str, node_args: dict, fbs):
     tensor_type = fbs.TensorTypeAndShape.TensorTypeAndShape()
     tensor_type.Init(type_info.Value().Bytes, type_info.Value().Pos)
     shape = tensor_type.Shape()
-    dims = None
+    dims: list[int | str | None] | None = None  # None: no shape; a None dim: unknown size
     if shape is not None:
         dims = []
         for d in range(shape.DimLength()):

@@ -130,15 +130,17 @@ class Components:
         wanted = [("asr", config.asr.model), *([] if remote else [("llm", config.llm.model)])]
         if config.endpoint.acoustic_model:
             wanted.append(("eou", config.endpoint.acoustic_model))
-        if model_preset(config.tts):
-            wanted.append(("tts", model_preset(config.tts)))
+        tts_preset = model_preset(config.tts)
+        if tts_preset:
+            wanted.append(("tts", tts_preset))
         if not remote and config.llm.speculative == "draft_model" and config.llm.draft_model:
             wanted.append(("llm", config.llm.draft_model))
         paths = dict(zip(wanted, resolve_models(wanted)))
         asr_path = paths[wanted[0]]
         check_asr_folder(asr_path)  # a wrong --asr folder is named before anything loads
         llm_path = None if remote else paths[wanted[1]]
-        acoustic_path = paths.get(("eou", config.endpoint.acoustic_model))
+        acoustic_model = config.endpoint.acoustic_model
+        acoustic_path = paths.get(("eou", acoustic_model)) if acoustic_model else None  # in `wanted` only if set
         log(f"loading ASR {config.asr.model}")
         asr = load_asr(config.asr, threads.asr_threads, asr_path)  # Whisper or Moonshine, by the folder
         asr.warmup()
@@ -151,6 +153,7 @@ class Components:
             from transformers.utils import logging as hf_logging
 
             hf_logging.disable_progress_bar()  # our own "loading ..." lines say what happens
+            assert llm_path is not None  # resolved above whenever the LLM is local
             engine = LLMEngine.load(llm_path, config.llm, threads)
             if engine.precision_note:
                 log(f"LLM precision: {engine.precision_note}")

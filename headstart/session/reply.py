@@ -479,14 +479,16 @@ class Reply:
 
     async def _wait_for_playback(self) -> None:
         """Pace the audio: at most `playback_lead_s` ahead of the client's playback."""
+        lead_s = self._lead_s
+        assert lead_s is not None  # called only while pacing is on
         while not self._cancelled:
             ahead_s = self._ahead_s()
-            if ahead_s is None or ahead_s <= self._lead_s:
+            if ahead_s is None or ahead_s <= lead_s:
                 return
             if not self._playing.is_set():
                 await self._playing.wait()
                 continue
-            await self._clock.sleep(min(ahead_s - self._lead_s, 0.1))
+            await self._clock.sleep(min(ahead_s - lead_s, 0.1))
 
 
 async def _cancel(task: asyncio.Task) -> None:

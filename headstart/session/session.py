@@ -101,7 +101,7 @@ __all__ = [
 # -- the session --------------------------------------------------------------------------------------
 
 # What a session's iteration yields: the listener's events, each reply's, and the turn's end.
-SessionEvent = ListenerEvent | ReplyEvent | ReplyInterrupted | TurnCompleted
+SessionEvent = ListenerEvent | ReplyEvent | ReplyInterrupted | TurnCompleted | TimerFired
 
 class _End:
     """The end of the session's event stream (queued when its input ended or it closed)."""

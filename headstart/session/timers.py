@@ -54,7 +54,7 @@ class TimerAnnouncer:
             not `clock.sleep` (a FakeClock's sleep moves the clock: a ten minute timer would fire at once).
     """
 
-    def __init__(self, clock: Clock, toolbox: Toolbox, put: Callable[[object], None], *,
+    def __init__(self, clock: Clock, toolbox: Toolbox, put: Callable[[TimerFired], None], *,
                  can_speak: Callable[[], bool], speak: Callable[[str], None], poll_s: float = _POLL_S) -> None:
         self.poll_s = poll_s
         self._clock = clock

@@ -197,6 +197,7 @@ class Endpointer:
             return self.config.max_silence_s
         fused = self.fused_probability
         if fused is not None:
+            assert self.fusion is not None  # fused_probability is None while the fusion is off
             return required_silence_s(self.config, fused, (self.fusion.eou_low, self.fusion.eou_high))
         silence = required_silence_s(self.config, self._eou)
         if self.vetoed and self.config.semantic:
@@ -306,6 +307,7 @@ class Endpointer:
         if self._heard_until_s is None:
             return None
         since = self._last_word_end_s if self._last_word_end_s is not None else self._turn_start_s
+        assert since is not None  # push_words sets _heard_until_s only in an open turn; _end clears it
         if self._heard_until_s - since >= self.config.max_wordless_s:
             return since
         return None

@@ -310,7 +310,8 @@ class SileroVAD(VAD):
         # that the next onset scores low and speech starts late (see docs/listening.md); a shorter
         # run of zeros (a dropout, a pause) goes through the model as any audio.
         skipped = np.zeros(windows.shape[0], dtype=bool)
-        for i, zero in enumerate(~windows.any(axis=1)):
+        # numpy's stubs type any(axis=...) as bool | array; on 2-D windows it is an array
+        for i, zero in enumerate(~windows.any(axis=1)):  # type: ignore[arg-type]
             self._zero_windows = self._zero_windows + 1 if zero else 0
             skipped[i] = self._zero_windows > _ZERO_RESET_WINDOWS
         if not skipped.any():
