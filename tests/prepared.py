@@ -18,7 +18,7 @@ from headstart.config import ASRConfig, LLMConfig, ThreadPlan
 
 T = TypeVar("T")
 
-SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "bench" / "data" / "speech"
+SPEECH_DIR = Path(__file__).resolve().parents[1] / "headstart" / "corpus" / "speech"
 
 
 def prepared(load: Callable[[], T]) -> T:

@@ -49,10 +49,12 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def run_turn(final: str, session_config: SessionConfig | None = None, answers: dict[str, str] | None = None):
+def run_turn(final: str, session_config: SessionConfig | None = None, answers: dict[str, str] | None = None,
+             script: list | None = None):
     """Push 1.8 s of audio (the clock moves with it), let the first token come 0.2 s after the end of
     turn, and collect every event until the stream ends. Returns (events, llm, tts, history).
-    `answers`: the scripted LLM's reply to each user text."""
+    `answers`: the scripted LLM's reply to each user text; `script`: the listener's events (default
+    `user_turn(final)`)."""
     clock = FakeClock()
     config = replace(PipelineConfig(), session=session_config or SessionConfig(eou="none"))
     llm = ScriptedLLM(clock, answers or {"What time is it?": "It is noon.", "What time is it now?": "Still noon."})
@@ -61,7 +63,7 @@ def run_turn(final: str, session_config: SessionConfig | None = None, answers: d
 
     async def main():
         session = Session(components, clock, echo=None,
-                          listener=lambda eou, acoustic: ScriptedListener(user_turn(final), eou, acoustic))
+                          listener=lambda eou, acoustic: ScriptedListener(script or user_turn(final), eou, acoustic))
         events: list = []
 
         async def consume():
@@ -139,6 +141,19 @@ def test_a_reply_the_voice_cannot_speak_is_heard_as_a_short_fallback_and_an_even
     assert unspeakable == ReplyUnspeakable(started.reply_id, "正午です。", UNSPEAKABLE_FALLBACK)
     assert kinds(events).index("ReplyUnspeakable") < kinds(events).index("TurnCompleted")
     assert history[-1] == {"role": "assistant", "content": "正午です。"}  # the chat keeps what the LLM said
+
+
+@pytest.mark.parametrize("filler", ["Uh?", "Um, uh.", "Mm-hmm."])
+def test_a_lone_filler_gets_no_reply_like_speech_without_words(filler):
+    """"Uh?" alone (0.3 s) used to end a turn and get a reply; now it is handled as an empty final:
+    the final goes out, no end of turn, no reply, nothing asked of the LLM."""
+    script = [(0.3, SpeechStarted(0.3)), (0.5, PartialTranscript("", filler, 0.5)), (0.6, SpeechEnded(0.6)),
+              (0.7, FinalTranscript(filler, 0.6)), (0.9, EndOfTurn(0.9, 0.9))]
+    events, llm, tts, history = run_turn(filler, script=script)
+    assert kinds(events) == ["SpeechStarted", "PartialTranscript", "SpeechEnded", "FinalTranscript"]
+    assert llm.asked == [] and tts.spoken == [] and history == []
+    empty = [(0.3, SpeechStarted(0.3)), (0.6, SpeechEnded(0.6)), (0.7, FinalTranscript("", 0.6))]
+    assert kinds(run_turn("", script=empty)[0]) == ["SpeechStarted", "SpeechEnded", "FinalTranscript"]
 
 
 def test_a_final_that_differs_drops_the_held_reply_and_answers_the_final():

@@ -74,7 +74,7 @@ from headstart.seams import ListeningDefaults, Transcriber
 from headstart.voice.agreement import LocalAgreement, drop_loop_tail
 from headstart.voice.endpoint import Endpointer
 from headstart.voice.vad import VAD
-from headstart.voice.words import join_words
+from headstart.voice.words import join_words, mean_probability
 
 ListenerEvent = SpeechStarted | SpeechEnded | PartialTranscript | FinalTranscript | EndOfTurn
 
@@ -579,7 +579,8 @@ class Listener:
             partial = (agreement.committed_text, agreement.pending_text)
             if partial != utterance.last_partial and self._config.streaming:
                 utterance.last_partial = partial
-                self._emit(utterance, PartialTranscript(partial[0], partial[1], stop / SAMPLE_RATE_HZ))
+                confidence = mean_probability(agreement.committed + agreement.pending)
+                self._emit(utterance, PartialTranscript(partial[0], partial[1], stop / SAMPLE_RATE_HZ, confidence))
                 self._score(utterance, join_words(agreement.committed + agreement.pending))
         self._poll_endpointer()
         self._schedule()
@@ -695,11 +696,10 @@ class Listener:
     def _finalize(self, utterance: _Utterance) -> None:
         """The newest hypothesis covers the whole utterance: commit it and emit the FinalTranscript."""
         utterance.agreement.flush()
-        if self._redecode and utterance.newest_words:
-            utterance.final_text = join_words(utterance.newest_words)
-        else:
-            utterance.final_text = utterance.agreement.committed_text
-        self._emit(utterance, FinalTranscript(utterance.final_text, utterance.end / SAMPLE_RATE_HZ))
+        words = utterance.newest_words if self._redecode and utterance.newest_words else utterance.agreement.committed
+        utterance.final_text = join_words(words)
+        self._emit(utterance, FinalTranscript(utterance.final_text, utterance.end / SAMPLE_RATE_HZ,
+                                              mean_probability(words)))
         self._score(utterance, utterance.final_text)
         self._finish_if_done(utterance)
 
