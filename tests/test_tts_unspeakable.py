@@ -60,6 +60,15 @@ def test_speakable_means_latin_letters_or_digits():
     assert not is_speakable("") and not is_speakable("... !")
 
 
+def test_a_voice_of_another_language_may_say_any_script():
+    from headstart.tts.engines import speakable_check
+
+    for config in (TTSConfig(), TTSConfig(engine="piper-joe"), TTSConfig(engine="espeak")):
+        assert not speakable_check(config)("こんにちは") and speakable_check(config)("Hello")
+    for config in (TTSConfig(engine="espeak", espeak_voice="ja"), TTSConfig(engine="coqui", coqui_language="zh-cn")):
+        assert speakable_check(config)("こんにちは") and not speakable_check(config)("...")
+
+
 @pytest.mark.parametrize("reply", ["こんにちは、お元気ですか。", "你好，我是你的助手。今天天气很好。"])
 def test_a_reply_in_another_script_is_heard_as_the_fallback(voice, tts_executor, reply):
     synth = Recorder(voice)

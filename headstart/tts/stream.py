@@ -134,8 +134,11 @@ class TTSStream:
             filter state per chunk, fed array by array, so joins inside a chunk stay continuous; the
             chunk's tail is flushed when the engine finishes it, so no audio waits for the next chunk.
             Chunk edges are faded to zero by the engines (`base.fade_edges`). None: the engine's rate.
+        speakable: `spoken text -> bool`, whether the voice can say something of it
+            (`headstart.tts.engines.speakable_check`; default `base.is_speakable`, the English voices);
+            a chunk it rejects is not handed to the engine.
         fallback_text: said (as written, not normalised) when the reply had words but none the voice
-            can speak (`headstart.tts.base.is_speakable`); None: such a reply stays silent.
+            can speak; None: such a reply stays silent.
 
     Iteration ends after `end_input()` once all audio is yielded, or at once after `cancel()`. An
     engine error is raised from the iteration as soon as it happens.
@@ -151,6 +154,7 @@ class TTSStream:
         normalize: Callable[[str], str] = normalize_text,
         frame_s: float | None = None,
         output_rate_hz: int | None = None,
+        speakable: Callable[[str], bool] = is_speakable,
         fallback_text: str | None = UNSPEAKABLE_FALLBACK,
     ) -> None:
         if frame_s is not None and frame_s <= 0:
@@ -163,6 +167,7 @@ class TTSStream:
         self._executor = executor
         self._clock: Clock = clock or MonotonicClock()
         self._normalize = normalize
+        self._speakable = speakable
         self.fallback_text = fallback_text
         self.unspeakable: list[str] = []  # chunks with words the voice cannot say, passed over
         self.fallback_spoken = False
@@ -310,7 +315,7 @@ class TTSStream:
     async def _speak(self, loop: asyncio.AbstractEventLoop, chunk: str, ready_at_s: float,
                      spoken: str | None = None) -> None:
         spoken = self._normalize(chunk) if spoken is None else spoken
-        if not is_speakable(spoken):
+        if not self._speakable(spoken):
             if has_speech_content(spoken):
                 self.unspeakable.append(chunk)
             return
