@@ -25,11 +25,13 @@ class SpeechEnded:
 
 @dataclass(frozen=True, slots=True)
 class PartialTranscript:
-    """A streaming ASR hypothesis: `committed` text is stable (LocalAgreement), `pending` may still change."""
+    """A streaming ASR hypothesis: `committed` text is stable (LocalAgreement), `pending` may still change.
+    `confidence`: the recogniser's mean word probability in [0, 1] (None: unknown or no words)."""
 
     committed: str
     pending: str
     audio_end_s: float
+    confidence: float | None = None
 
     @property
     def text(self) -> str:
@@ -38,10 +40,12 @@ class PartialTranscript:
 
 @dataclass(frozen=True, slots=True)
 class FinalTranscript:
-    """The transcript of a whole user utterance (possibly empty: noise or silence)."""
+    """The transcript of a whole user utterance (possibly empty: noise or silence). `confidence`: the
+    recogniser's mean word probability in [0, 1] (None: unknown or no words)."""
 
     text: str
     audio_end_s: float
+    confidence: float | None = None
 
 
 @dataclass(frozen=True, slots=True)

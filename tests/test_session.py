@@ -25,7 +25,8 @@ from headstart.events import (
     SpeechStarted,
     TokenDelta,
 )
-from headstart.session.reply import ReplyAudio, ReplyAudioStart, ReplyStarted, TurnCompleted
+from headstart.session.reply import ReplyAudio, ReplyAudioStart, ReplyStarted, ReplyUnspeakable, TurnCompleted
+from headstart.tts.base import UNSPEAKABLE_FALLBACK
 from headstart.session.session import Session
 
 FRAME_S = 0.1
@@ -48,18 +49,21 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-def run_turn(final: str, session_config: SessionConfig | None = None):
+def run_turn(final: str, session_config: SessionConfig | None = None, answers: dict[str, str] | None = None,
+             script: list | None = None):
     """Push 1.8 s of audio (the clock moves with it), let the first token come 0.2 s after the end of
-    turn, and collect every event until the stream ends. Returns (events, llm, tts, history)."""
+    turn, and collect every event until the stream ends. Returns (events, llm, tts, history).
+    `answers`: the scripted LLM's reply to each user text; `script`: the listener's events (default
+    `user_turn(final)`)."""
     clock = FakeClock()
     config = replace(PipelineConfig(), session=session_config or SessionConfig(eou="none"))
-    llm = ScriptedLLM(clock, {"What time is it?": "It is noon.", "What time is it now?": "Still noon."})
+    llm = ScriptedLLM(clock, answers or {"What time is it?": "It is noon.", "What time is it now?": "Still noon."})
     tts = ScriptedTTS(seconds_per_word=0.25)
     components = Components(config=config, asr=None, llm=llm, tts=tts, tts_executor=InlineExecutor())
 
     async def main():
         session = Session(components, clock, echo=None,
-                          listener=lambda eou, acoustic: ScriptedListener(user_turn(final), eou, acoustic))
+                          listener=lambda eou, acoustic: ScriptedListener(script or user_turn(final), eou, acoustic))
         events: list = []
 
         async def consume():
@@ -124,6 +128,32 @@ def test_a_held_reply_released_at_the_end_of_turn():
     assert (head.preemptive, head.release.lead_s, head.hits) == ("hit", 0.3, 1)
     assert head.release.held_tokens == 0  # the first token came after the release
     assert timeline.eou_probability == 0.9 and timeline.eou.computed == 0
+
+
+def test_a_reply_the_voice_cannot_speak_is_heard_as_a_short_fallback_and_an_event_says_so():
+    """A reply only in Japanese used to reach the voice as it was (the default voice made 0 s of it)."""
+    events, llm, tts, history = run_turn("What time is it?", answers={"What time is it?": "正午です。"})
+    assert tts.spoken == [UNSPEAKABLE_FALLBACK]
+    (audio,) = [e for _, e in events if isinstance(e, ReplyAudio)]
+    assert audio.frame.duration_s > 1.0
+    (unspeakable,) = [e for _, e in events if isinstance(e, ReplyUnspeakable)]
+    started = next(e for _, e in events if isinstance(e, ReplyStarted))
+    assert unspeakable == ReplyUnspeakable(started.reply_id, "正午です。", UNSPEAKABLE_FALLBACK)
+    assert kinds(events).index("ReplyUnspeakable") < kinds(events).index("TurnCompleted")
+    assert history[-1] == {"role": "assistant", "content": "正午です。"}  # the chat keeps what the LLM said
+
+
+@pytest.mark.parametrize("filler", ["Uh?", "Um, uh.", "Mm-hmm."])
+def test_a_lone_filler_gets_no_reply_like_speech_without_words(filler):
+    """"Uh?" alone (0.3 s) used to end a turn and get a reply; now it is handled as an empty final:
+    the final goes out, no end of turn, no reply, nothing asked of the LLM."""
+    script = [(0.3, SpeechStarted(0.3)), (0.5, PartialTranscript("", filler, 0.5)), (0.6, SpeechEnded(0.6)),
+              (0.7, FinalTranscript(filler, 0.6)), (0.9, EndOfTurn(0.9, 0.9))]
+    events, llm, tts, history = run_turn(filler, script=script)
+    assert kinds(events) == ["SpeechStarted", "PartialTranscript", "SpeechEnded", "FinalTranscript"]
+    assert llm.asked == [] and tts.spoken == [] and history == []
+    empty = [(0.3, SpeechStarted(0.3)), (0.6, SpeechEnded(0.6)), (0.7, FinalTranscript("", 0.6))]
+    assert kinds(run_turn("", script=empty)[0]) == ["SpeechStarted", "SpeechEnded", "FinalTranscript"]
 
 
 def test_a_final_that_differs_drops_the_held_reply_and_answers_the_final():

@@ -100,6 +100,19 @@ def test_false_barge_in_resumes_and_is_no_turn(final):
     assert tt.end_of_turn(final) == []  # a backchannel gets no reply
 
 
+@pytest.mark.parametrize("final", ["Uh?", "Um.", "Hmm...", "Mm-hmm.", "Uh-huh", "uh, um", "Huh? [cough]"])
+def test_a_lone_filler_while_the_agent_listens_is_no_turn(final):
+    clock = FakeClock()
+    tt = TurnTaking(clock)
+    assert tt.speech_started() == []
+    tt.speech_ended()
+    assert tt.final(final) == []
+    assert tt.end_of_turn(final) == []  # like a VAD burst without words: no reply
+    assert tt.agent is AgentState.LISTENING
+    assert tt.speech_started() == []
+    assert tt.end_of_turn("Uh, what time is it?") == [StartReply("Uh, what time is it?")]
+
+
 def test_barge_in_before_the_first_audio_holds_then_interrupts():
     clock = FakeClock()
     tt = TurnTaking(clock)

@@ -103,3 +103,81 @@ def test_file_playback_and_a_zero_guard():
     assert tt.bargein_armed
     with pytest.raises(ValueError, match="bargein_after_s"):
         TurnTaking(clock, bargein_after_s=-1.0)
+
+
+# -- backchannels: the listener keeping up is no barge-in ---------------------------------------------
+
+
+def _barge(clock: FakeClock, start_s: float = 10.0) -> TurnTaking:
+    """A reply playing for 1 s, then a speech start at audio position `start_s` that pauses it."""
+    tt = replying(clock)
+    tt.audio_sent(8.0)
+    clock.advance(1.0)
+    assert tt.speech_started(audio_s=start_s) == [Pause("r1")]
+    return tt
+
+
+@pytest.mark.parametrize("heard", ["Yeah.", "Mm-hmm.", "Uh-huh.", "Okay.", "Yeah, yeah.", "Right.", "I see."])
+def test_a_short_backchannel_resumes_the_reply_and_is_no_turn(heard):
+    clock = FakeClock()
+    tt = _barge(clock)
+    clock.advance(0.3)
+    assert tt.words(heard.rstrip("."), confidence=0.9, audio_end_s=10.3) == []  # it may still be a backchannel
+    tt.speech_ended(audio_s=10.45)
+    assert tt.final(heard, confidence=0.95) == [Resume("r1")]
+    assert tt.end_of_turn(heard) == [] and tt.agent is AgentState.SPEAKING
+    assert tt.played_s() == pytest.approx(1.0)  # it plays on from where it paused
+
+
+def test_stop_interrupts_at_once_and_words_beyond_a_backchannel_interrupt():
+    clock = FakeClock()
+    tt = _barge(clock)
+    clock.advance(0.3)
+    (interrupt,) = tt.words("Stop.", confidence=0.8, audio_end_s=10.3)
+    assert interrupt == Interrupt("r1", pytest.approx(1.0), "barge_in")
+    tt.speech_ended(audio_s=11.9)
+    assert tt.final("Stop. What time is it?", confidence=0.9) == []
+    assert tt.end_of_turn("Stop. What time is it?") == [StartReply("Stop. What time is it?")]
+
+    tt = _barge(clock)
+    assert tt.words("Yeah", confidence=0.9, audio_end_s=10.3) == []
+    (interrupt,) = tt.words("Yeah, but wait", confidence=0.9, audio_end_s=10.7)
+    assert isinstance(interrupt, Interrupt)
+
+
+def test_a_long_yes_is_an_answer_and_interrupts():
+    clock = FakeClock()
+    tt = _barge(clock)
+    assert tt.words("Yes", confidence=0.9, audio_end_s=10.5) == []
+    (interrupt,) = tt.words("Yes, yes, okay", confidence=0.9, audio_end_s=11.0)  # 1 s of speech
+    assert isinstance(interrupt, Interrupt)
+    tt = _barge(clock)
+    tt.speech_ended(audio_s=11.2)
+    (interrupt,) = tt.final("Yeah.", confidence=0.9)
+    assert isinstance(interrupt, Interrupt)
+
+
+def test_a_short_low_confidence_word_is_noise_but_a_confident_one_interrupts():
+    clock = FakeClock()
+    tt = _barge(clock)
+    assert tt.words("The", confidence=0.3, audio_end_s=10.2) == []
+    tt.speech_ended(audio_s=10.3)
+    assert tt.final("The.", confidence=0.35) == [Resume("r1")]
+    tt = _barge(clock)
+    tt.speech_ended(audio_s=10.3)
+    (interrupt,) = tt.final("Wait.", confidence=0.9)
+    assert isinstance(interrupt, Interrupt)
+
+
+def test_without_audio_positions_every_utterance_counts_as_long():
+    clock = FakeClock()
+    tt = replying(clock)
+    tt.audio_sent(8.0)
+    clock.advance(1.0)
+    assert tt.speech_started() == [Pause("r1")]
+    (interrupt,) = tt.words("Yeah")
+    assert isinstance(interrupt, Interrupt)
+    with pytest.raises(ValueError, match="backchannel_max_s"):
+        TurnTaking(clock, backchannel_max_s=-0.1)
+    with pytest.raises(ValueError, match="backchannel_min_confidence"):
+        TurnTaking(clock, backchannel_min_confidence=1.5)

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from headstart.config import LLMConfig, ThreadPlan
 from headstart.llm.cache import KVCache, cache_keyword
+from headstart.llm.chat_ids import render_chat_ids
 from headstart.llm.precision import (
     check_quantize,
     resolve_dtype,
@@ -336,7 +337,9 @@ class LLMEngine:
 
     def render_prompt(self, messages: Sequence[Mapping[str, str]], add_generation_prompt: bool = True) -> list[int]:
         """Token ids of `messages` ([{"role": ..., "content": ...}, ...]) in the tokenizer's chat
-        template. ValueError for malformed messages or a tokenizer without a chat template."""
+        template; message text is always encoded as text, so "<|im_end|>" in a message cannot end a
+        turn (`headstart.llm.chat_ids`). ValueError for malformed messages or a tokenizer without a
+        chat template."""
         if isinstance(messages, (str, bytes)) or not isinstance(messages, Sequence) or not messages:
             raise ValueError("messages must be a non-empty list of {'role': str, 'content': str} dicts")
         clean = []
@@ -347,12 +350,7 @@ class LLMEngine:
             clean.append({"role": message["role"], "content": message["content"]})
         if not getattr(self.tokenizer, "chat_template", None):
             raise ValueError("this tokenizer has no chat template; pass token ids to generate() instead")
-        rendered = self.tokenizer.apply_chat_template(
-            clean, add_generation_prompt=add_generation_prompt, tokenize=True
-        )
-        if isinstance(rendered, Mapping) or hasattr(rendered, "input_ids"):
-            rendered = rendered["input_ids"]
-        return [int(t) for t in rendered]
+        return render_chat_ids(self.tokenizer, clean, add_generation_prompt)
 
     # -- tokenizer and start-up (llm/local.py LocalLLM offers them to the session) ----------------------
 

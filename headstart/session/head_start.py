@@ -160,7 +160,7 @@ class HeadStart:
         self._apply(self.policy.pause_ended())
 
     def final(self, text: str) -> None:
-        """The utterance's final transcript (non-empty; "" goes to `cancel("no_words")`)."""
+        """The utterance's final transcript (with words; "" or fillers only go to `cancel("no_words")`)."""
         self._apply(self.policy.final(text))
 
     def eou(self, text: str, probability: float | None) -> None:

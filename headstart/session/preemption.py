@@ -32,6 +32,7 @@ from dataclasses import dataclass
 
 from headstart.clock import Clock
 from headstart.config import EndpointConfig, SessionConfig
+from headstart.session.turntaking import has_words
 
 _SENTENCE_END = (".", "?", "!", "…")
 _SPACE = re.compile(r"\s+")
@@ -154,8 +155,8 @@ class PreemptionPolicy:
         """Would the user's turn plausibly end after `text`? EOU probability when known for this very
         text, else sentence punctuation at its end; never for fewer than `preempt_min_words` words."""
         text = text.strip()
-        if len(text.split()) < max(1, self.config.preempt_min_words):
-            return False
+        if len(text.split()) < max(1, self.config.preempt_min_words) or not has_words(text):
+            return False  # too short, or fillers only ("um, uh"): no turn to answer
         if self._eou is not None and same_text(self._eou[0], text):
             return self._eou[1] >= self.eou_threshold
         return text.endswith(_SENTENCE_END)
@@ -193,9 +194,9 @@ class PreemptionPolicy:
         return self._maybe_preempt(self._latest)
 
     def final(self, text: str) -> list[Decision]:
-        """The utterance's final transcript ("" = no words: the utterance is no turn)."""
+        """The utterance's final transcript ("" or fillers only = no words: the utterance is no turn)."""
         self._speaking = False
-        if not text.strip():
+        if not has_words(text):
             self._latest = ""
             return self._cancel("no_words")
         self._latest = text

@@ -167,6 +167,7 @@ class Replies:
         `held`, `hypothesis`, `messages`: a held reply's (`Reply`). `tool_call`: a tool reply's call
         (run when the reply is released)."""
         from headstart.tts.chunker import ClauseChunker
+        from headstart.tts.engines import speakable_check
         from headstart.tts.stream import TTSStream
 
         c, tt, config = self._components, self._turns, self._config
@@ -176,7 +177,8 @@ class Replies:
 
         def open_tts() -> TTSStream:
             return TTSStream(c.tts, ClauseChunker(config.tts), c.tts_executor, clock=self._clock,
-                             frame_s=self._frame_s, output_rate_hz=config.tts.output_rate_hz)
+                             frame_s=self._frame_s, output_rate_hz=config.tts.output_rate_hz,
+                             speakable=speakable_check(config.tts))
 
         def ahead_s() -> float | None:  # pacing only while it is the reply turn-taking plays
             return tt.sent_s - tt.played_s() if tt.reply_id == reply_id else None

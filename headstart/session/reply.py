@@ -67,6 +67,16 @@ class ReplyAudio:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyUnspeakable:
+    """Reply `reply_id`'s text (`text`) held words but none the voice can speak (another script): the
+    listener heard `spoken` instead of silence."""
+
+    reply_id: str
+    text: str
+    spoken: str
+
+
+@dataclass(frozen=True, slots=True)
 class ReplyPaused:
     """Possible barge-in: the client should pause playback of `reply_id` (keep its buffer)."""
 
@@ -419,6 +429,8 @@ class Reply:
             llm_done = True
             tts.end_input()
             await audio_task
+            if tts.fallback_spoken:
+                self._deliver(ReplyUnspeakable(self.id, self.text.strip(), tts.fallback_text or ""))
             await self._released.wait()  # a held reply whose audio is all made waits for its release
         except BaseException as exc:
             self._llm_started()

@@ -87,6 +87,7 @@ from headstart.session.turntaking import (
     TurnTaking,
     UserState,
     content_words,
+    has_words,
     is_echo_text,
 )
 
@@ -391,7 +392,7 @@ class Session:
         if isinstance(event, SpeechStarted):
             speaking = tt.agent is AgentState.SPEAKING  # else the tail of a reply that just finished
             echo = self._echo.speech_is_echo(tt.played_s() if speaking else None, tt.just_spoke)
-            actions = tt.speech_started(echo=echo)
+            actions = tt.speech_started(echo=echo, audio_s=event.audio_s)
             if tt.utterance == "echo":
                 return  # the session's own voice: no user turn
             if self._turn is None:
@@ -404,7 +405,8 @@ class Session:
             return
         elif isinstance(event, PartialTranscript):
             was_echo = tt.utterance == "echo"
-            self.replies.apply(tt.words(event.text, self.replies.echo_text(), echo=self._sure_echo()))
+            self.replies.apply(tt.words(event.text, self.replies.echo_text(), echo=self._sure_echo(),
+                                        confidence=event.confidence, audio_end_s=event.audio_end_s))
             if was_echo and tt.utterance == "echo":
                 return
             turn = self._current_turn()
@@ -412,7 +414,7 @@ class Session:
                 turn.first_partial_at_s = now
             self._on_partial(event)
         elif isinstance(event, SpeechEnded):
-            tt.speech_ended()
+            tt.speech_ended(audio_s=event.audio_s)
             self._schedule_poll()
             if tt.utterance in ("echo", "ignored"):
                 return
@@ -425,7 +427,8 @@ class Session:
                 self.head_start.speech_ended()
         elif isinstance(event, FinalTranscript):
             was_echo = tt.utterance == "echo"
-            self.replies.apply(tt.final(event.text, self.replies.echo_text(), echo=self._sure_echo()))
+            self.replies.apply(tt.final(event.text, self.replies.echo_text(), echo=self._sure_echo(),
+                                        confidence=event.confidence))
             if tt.utterance == "ignored":
                 self._turn = None
                 self.conversation.no_continuation()  # the utterance that cut the reply off is no turn
@@ -436,8 +439,8 @@ class Session:
             turn = self._current_turn()
             turn.final_transcript_at_s = now
             turn.transcript = event.text
-            if not event.text.strip():
-                self._turn = None  # no words: the listener ends this utterance without a turn
+            if not has_words(event.text):
+                self._turn = None  # no words (or fillers only): the listener ends this utterance without a turn
                 self.conversation.no_continuation()
                 self.head_start.cancel("no_words")
             elif tt.utterance == "user":

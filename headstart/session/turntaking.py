@@ -8,9 +8,16 @@
   reply is not done, and an interruption keeps only what was reported heard.
 * Barge-in: a VAD speech start while the agent thinks or speaks pauses the reply at once. Words from
   the ASR (not fillers like "mm-hmm", not bracketed noises like "[cough]") interrupt it; no words (the
-  listener's empty final transcript) resume it, and that utterance is no turn. While the reply's audio
+  listener's empty final transcript, or fillers only) resume it, and that utterance is no turn; nor is
+  an utterance of fillers only ("Uh?") while the agent listens. While the reply's audio
   plays, `bargein_armed` asks the VAD for its quicker barge-in start (`VADConfig.bargein_min_speech_s`):
   a pause is cheap and reversible, so it need not wait for the confirmation a turn start needs.
+* Backchannels: while the reply plays, a short utterance (under `backchannel_max_s` of speech) of
+  backchannel words only ("yeah", "okay", "right" and the fillers: `BACKCHANNEL_WORDS`), or a short,
+  low-confidence transcript (at most two words, mean word probability under `backchannel_min_confidence`),
+  is the listener keeping up, not a barge-in: the reply resumes. "Stop. What time is it?" interrupts.
+  Speech times come from the listener's audio positions (`speech_started`/`speech_ended`'s `audio_s`);
+  without them every utterance counts as long (no backchannel).
 * Echo: a speech start the session judged to be its own voice (`headstart.session.echo`) starts no pause and
   no turn; if that utterance later yields words that are not the reply's own words (the user talked
   over the echo), it is a barge-in after all.
@@ -66,8 +73,14 @@ FILLER_WORDS = frozenset({
     "mm", "mmm", "hmm", "hm", "mhm", "mmhmm", "mmhm", "uh", "uhhuh", "uhuh", "um", "umm", "uhm", "ah", "ahh",
     "oh", "er", "erm", "eh", "huh",
 })
+# Words a listener says to keep the speaker going ("yeah", "okay", "I see"); with the fillers above
+# (`content_words` drops those), a short utterance of only these does not interrupt the reply.
+BACKCHANNEL_WORDS = frozenset({
+    "yeah", "yea", "ya", "yes", "yep", "yup", "ok", "okay", "right", "alright", "sure", "cool", "wow", "nice",
+    "great", "gotcha", "exactly", "true", "really", "i", "see", "got", "it",
+})
 _BRACKETED = re.compile(r"\[[^\]]*\]|\([^)]*\)|\*[^*]*\*")
-_WORD = re.compile(r"[a-z0-9']+")
+_WORD = re.compile(r"[^\W_]+(?:'[^\W_]+)*'?")  # letters of any script, digits, inner apostrophes
 _HUM = re.compile(r"[hm]+|(uh|um|ah|oh|er)+h*")  # "mmmm", "hmmm", "uhhh", "ahh"
 
 
@@ -77,6 +90,12 @@ def content_words(text: str) -> list[str]:
     text = _BRACKETED.sub(" ", text.lower()).replace("-", "")
     words = (w.strip("'") for w in _WORD.findall(text))
     return [w for w in words if w and w not in FILLER_WORDS and not _HUM.fullmatch(w)]
+
+
+def has_words(text: str) -> bool:
+    """Whether `text` holds words that make a turn: not "" and not only fillers ("Uh?", "mm-hmm") or
+    bracketed noises ("[cough]"). An utterance without them is no turn, as a VAD burst without words."""
+    return bool(content_words(text))
 
 
 _CONTRACTIONS = {"'m": "am", "'s": "is", "'re": "are", "'ll": "will", "'ve": "have", "'d": "would", "n't": "not"}
@@ -144,12 +163,26 @@ class TurnTaking:
             runs on in real time at most this far past the reply's last report (0 for a reply not
             reported yet): reports come every ~0.1 s while playing, so 0.5 s covers late ones and a
             client that stops reporting at the very end, and a frozen client is not assumed to play on.
+        backchannel_max_s: an utterance with less speech than this (seconds of audio, the VAD's speech
+            start to its speech end) may be a backchannel ("yeah", "mm-hmm") that does not interrupt
+            the reply; the VAD measures a spoken "Yeah." at 0.5-0.6 s and "Okay." at ~0.7 s.
+        backchannel_min_confidence: a short transcript of at most two words whose mean word probability
+            is below this is taken for noise the recogniser made words of, not a barge-in.
     """
 
     def __init__(
         self, clock: Clock, max_pause_s: float = 4.0, realtime_playback: bool = True, bargein_after_s: float = 0.4,
-        echo_tail_s: float = 0.5, unreported_max_s: float = 0.5,
+        echo_tail_s: float = 0.5, unreported_max_s: float = 0.5, backchannel_max_s: float = 0.8,
+        backchannel_min_confidence: float = 0.5,
     ) -> None:
+        if not backchannel_max_s >= 0:
+            raise ValueError(f"backchannel_max_s must be >= 0, got {backchannel_max_s}")
+        if not 0 <= backchannel_min_confidence <= 1:
+            raise ValueError(f"backchannel_min_confidence must be in [0, 1], got {backchannel_min_confidence}")
+        self.backchannel_max_s = backchannel_max_s
+        self.backchannel_min_confidence = backchannel_min_confidence
+        self._speech_start_s: float | None = None  # audio position where the current utterance began
+        self._speech_end_s: float | None = None  # ... and where its speech (so far) ended
         if not bargein_after_s >= 0:
             raise ValueError(f"bargein_after_s must be >= 0, got {bargein_after_s}")
         if not unreported_max_s >= 0:
@@ -265,10 +298,14 @@ class TurnTaking:
         return self.utterance in ("barge", "echo") and self.agent is AgentState.SPEAKING
 
     # -- user side --------------------------------------------------------------------------------
-    def speech_started(self, echo: bool = False) -> list[Action]:
-        """The VAD heard speech start; `echo`: the audio matches what is being played."""
+    def speech_started(self, echo: bool = False, audio_s: float | None = None) -> list[Action]:
+        """The VAD heard speech start (at `audio_s` in the user's audio stream, if known); `echo`: the
+        audio matches what is being played."""
         self.user = UserState.SPEAKING
         self._speech_ended_at = None
+        if self._speech_start_s is None:  # speech that resumes before the final keeps the utterance's start
+            self._speech_start_s = audio_s
+        self._speech_end_s = None
         self._echo_sure = False
         agent = self.agent
         if agent is AgentState.LISTENING:
@@ -283,43 +320,72 @@ class TurnTaking:
         self._pause()
         return [Pause(self.reply_id)]  # type: ignore[arg-type]
 
-    def speech_ended(self) -> None:
+    def speech_ended(self, audio_s: float | None = None) -> None:
+        """The VAD heard the speech end (at `audio_s` in the user's audio stream, if known)."""
         self.user = UserState.LISTENING
         self._speech_ended_at = self._clock.now()
+        self._speech_end_s = audio_s
 
-    def words(self, text: str, reply_text: str = "", echo: bool = False) -> list[Action]:
-        """A partial transcript of the current utterance; `reply_text`: the reply being played; `echo`:
-        the microphone still matches the reply closely (`EchoDetector.is_sure_echo`): the words are
-        the echo's, whatever the ASR made of them (a near miss, a hallucinated tail)."""
+    def words(self, text: str, reply_text: str = "", echo: bool = False, *, confidence: float | None = None,
+              audio_end_s: float | None = None) -> list[Action]:
+        """A partial transcript of the current utterance, heard up to `audio_end_s` of the stream, with
+        the recogniser's mean word probability `confidence`; `reply_text`: the reply being played;
+        `echo`: the microphone still matches the reply closely (`EchoDetector.is_sure_echo`): the
+        words are the echo's, whatever the ASR made of them (a near miss, a hallucinated tail). Words
+        that may still be a backchannel wait for more speech or the final."""
         if echo and self.awaits_echo_verdict:
             self.utterance = "echo"  # a speech start misjudged as a barge-in (after an underrun gap)
             self._echo_sure = True
             return self._resume()
         if self._likely_echo(text, reply_text):
             return []
-        if self.utterance == "barge" and content_words(text):
+        speech_s = self._speech_s(audio_end_s)
+        if self.utterance == "barge" and content_words(text) and not self._backchannel(text, speech_s, confidence):
             return self._interrupt("barge_in")
-        if self.utterance == "echo" and not is_echo_text(text, reply_text):
+        if (self.utterance == "echo" and not is_echo_text(text, reply_text)
+                and not self._backchannel(text, speech_s, confidence)):
             return self._interrupt("barge_in")  # the user talks over the echo
         return []
 
-    def final(self, text: str, reply_text: str = "", echo: bool = False) -> list[Action]:
-        """The final transcript of the current utterance (`echo`: as in `words`)."""
+    def final(self, text: str, reply_text: str = "", echo: bool = False, *,
+              confidence: float | None = None) -> list[Action]:
+        """The final transcript of the current utterance, with the recogniser's mean word probability
+        `confidence` (`echo`: as in `words`)."""
+        speech_s = self._speech_s(None)
+        self._speech_start_s = self._speech_end_s = None  # the utterance is over
         if (echo and self.awaits_echo_verdict) or self._likely_echo(text, reply_text):
             self.utterance = "ignored"
             return self._resume()
         if self.utterance == "barge":
-            if content_words(text):
+            if content_words(text) and not self._backchannel(text, speech_s, confidence):
                 return self._interrupt("barge_in")
-            self.utterance = "ignored"  # a cough, "mm-hmm": no turn, the reply goes on
+            self.utterance = "ignored"  # a cough, "mm-hmm", a short "yeah": no turn, the reply goes on
             return self._resume()
         if self.utterance == "echo":
-            if not is_echo_text(text, reply_text):
+            if not is_echo_text(text, reply_text) and not self._backchannel(text, speech_s, confidence):
                 return self._interrupt("barge_in")
             self.utterance = "ignored"
         elif self.utterance is None:
             self.utterance = "user"
         return []
+
+    def _speech_s(self, heard_to_s: float | None) -> float | None:
+        """Seconds of speech in the current utterance: to the VAD's speech end once it came, else to
+        `heard_to_s` (a partial's audio end); None when the audio positions are unknown."""
+        end = self._speech_end_s if self._speech_end_s is not None else heard_to_s
+        if self._speech_start_s is None or end is None:
+            return None
+        return max(0.0, end - self._speech_start_s)
+
+    def _backchannel(self, text: str, speech_s: float | None, confidence: float | None) -> bool:
+        """Whether an utterance of `speech_s` seconds heard as `text` keeps the listener's place rather
+        than taking the floor: short, and backchannel words only or a low-confidence word or two."""
+        if speech_s is None or speech_s >= self.backchannel_max_s:
+            return False
+        words = content_words(text)
+        if all(w in BACKCHANNEL_WORDS for w in words):
+            return True
+        return confidence is not None and confidence < self.backchannel_min_confidence and len(words) <= 2
 
     def _likely_echo(self, text: str, reply_text: str) -> bool:
         """An utterance once heard as the reply's echo alone whose words are still mostly the reply's
@@ -330,9 +396,10 @@ class TurnTaking:
     def end_of_turn(self, transcript: str) -> list[Action]:
         """The endpointer (or the client's commit) ended the user's turn."""
         kind, self.utterance = self.utterance, None
+        self._speech_start_s = self._speech_end_s = None
         self.user = UserState.LISTENING
-        if kind in ("ignored", "echo") or not transcript.strip():
-            return []
+        if kind in ("ignored", "echo") or not has_words(transcript):
+            return []  # no words, or a lone filler ("Uh?"): no reply
         actions: list[Action] = []
         if self.agent is not AgentState.LISTENING:
             actions += self._interrupt("new_turn")
@@ -341,6 +408,7 @@ class TurnTaking:
     def cleared(self) -> list[Action]:
         """The client dropped the input in progress."""
         kind, self.utterance = self.utterance, None
+        self._speech_start_s = self._speech_end_s = None
         self.user = UserState.LISTENING
         return self._resume() if kind == "barge" else []
 

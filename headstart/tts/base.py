@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import unicodedata
+
 import numpy as np
 
 from headstart.seams import Synthesizer  # the interface, in the shared seams module
 
-__all__ = ["EngineNotAvailableError", "Synthesizer", "TTSError", "fade_edges", "has_speech_content"]
+__all__ = ["UNSPEAKABLE_FALLBACK", "EngineNotAvailableError", "Synthesizer", "TTSError", "fade_edges",
+           "has_speech_content", "is_speakable"]
 
 
 class TTSError(RuntimeError):
@@ -17,9 +20,20 @@ class EngineNotAvailableError(TTSError):
     """The engine's program or package is not installed; the message says how to install it."""
 
 
+# What the user hears instead of silence when a reply holds only words the voice cannot speak.
+UNSPEAKABLE_FALLBACK = "Sorry, I can only speak English."
+
+
 def has_speech_content(text: str) -> bool:
-    """True if `text` holds a letter or digit (something an engine can pronounce)."""
+    """True if `text` holds a letter or digit of any script (something an engine may pronounce)."""
     return any(ch.isalnum() for ch in text)
+
+
+def is_speakable(text: str) -> bool:
+    """True if `text` holds a Latin-script letter or a digit: what the English voices say. Other
+    scripts ("こんにちは", "你好", "Привет") pass the normaliser unchanged and the voices make nothing of
+    them (hibari: no audio; Piper: letter names)."""
+    return any(ch.isdigit() or (ch.isalpha() and unicodedata.name(ch, "").startswith("LATIN")) for ch in text)
 
 
 def fade_edges(samples: np.ndarray, sample_rate: int, fade_s: float = 0.004) -> np.ndarray:

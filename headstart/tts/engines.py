@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from headstart.config import ThreadPlan, TTSConfig
-from headstart.tts.base import Synthesizer
+from headstart.tts.base import Synthesizer, has_speech_content, is_speakable
 
 
 def piper_voices() -> tuple[str, ...]:
@@ -50,6 +52,20 @@ def check_engine(config: TTSConfig) -> None:
         return
     if engine not in piper_voices():
         raise ValueError(f"unknown TTS engine {engine!r}: use one of {', '.join(engines())}")
+
+
+def speakable_check(config: TTSConfig) -> Callable[[str], bool]:
+    """What `config`'s voice can say, for `TTSStream(speakable=...)`: the English voices (hibari,
+    the Piper presets, espeak with an "en" voice, coqui with language "en") say Latin letters and
+    digits (`base.is_speakable`); another espeak voice or coqui language may say any script
+    (`base.has_speech_content`). A Piper voice given as a path is taken for an English one."""
+    if config.engine in ("espeak", "espeak-ng"):
+        english = config.espeak_voice.lower().startswith("en")
+    elif config.engine == "coqui":
+        english = config.coqui_language.lower().startswith("en")
+    else:
+        english = True
+    return is_speakable if english else has_speech_content
 
 
 def load_synthesizer(config: TTSConfig, threads: ThreadPlan, *, warm_up: bool = True) -> Synthesizer:

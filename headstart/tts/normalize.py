@@ -4,7 +4,10 @@ English only. Rule-based, in a fixed order (each step sees the output of the one
 
 1. markdown and code an LLM may emit: code fences, `backticks`, # headings, list bullets and numbers,
    **bold**, _italics_, [links](url), > quotes, tables -> their plain text;
-2. URLs and e-mail addresses -> "example dot com slash docs", "jane dot doe at example dot org";
+2. URLs and e-mail addresses -> the site's name ("https://www.example.com/a/b?c=1" -> "example dot
+   com"; a one-word path is said: "example dot com slash docs"), "jane dot doe at example dot org";
+   the Unicode minus and en-dash ranges ("−12.50" -> "minus twelve point five zero", "pages 10–20" ->
+   "pages ten to twenty");
 3. emoji and pictographs -> removed;
 4. abbreviations -> words ("Dr. Lee" -> "Doctor Lee", "Baker St." -> "Baker Street", "e.g." -> "for
    example", "i.e." -> "that is", "etc." -> "et cetera", "a.m." -> "AM"); Roman numerals after a
@@ -13,7 +16,9 @@ English only. Rule-based, in a fixed order (each step sees the output of the one
 5. currency ("$49.95" -> "forty-nine dollars and ninety-five cents"), times ("8:00 AM" -> "eight AM",
    "3:15 pm" -> "three fifteen PM"), percentages, degrees, ordinals ("2nd" -> "second"), years where
    the context makes them obvious ("in 1999" -> "in nineteen ninety-nine"), codes digit by digit
-   after "zip", "code", "room", "flight"... ("zip code 90210" -> "nine zero two one zero"), and all other numbers
+   after "zip", "code", "room", "flight"... ("zip code 90210" -> "nine zero two one zero"), phone numbers
+   written in digit groups, group by group ("1300 555 019" -> "one three zero zero, five five five, zero
+   one nine"), and all other numbers
    ("1,000", "3.14", "-5", "221B"), units of measure ("2.5 kg" -> "two point five kilograms") via num2words, in American style (no "and" inside numbers);
 6. leftover symbols (&, +, =, @, /, *, #, ...) -> words or nothing; whitespace collapsed.
 
@@ -82,6 +87,11 @@ def _speak_address_part(part: str) -> str:
     return re.sub(r"\s+", " ", part).strip()
 
 
+# A path a listener can keep in mind: one short word ("/docs", "/pricing"). A deeper path, a query or
+# a fragment is for reading, not hearing: the site's name is said alone.
+_SPOKEN_PATH_RE = re.compile(r"/[A-Za-z]{1,12}/?")
+
+
 def _speak_url(match: re.Match[str]) -> str:
     url = match.group(0)
     trailing = ""
@@ -89,12 +99,34 @@ def _speak_url(match: re.Match[str]) -> str:
         trailing = url[-1] + trailing
         url = url[:-1]
     url = re.sub(r"^(?:https?|ftp)://", "", url)
-    url = re.sub(r"^www\.", "", url).rstrip("/")
-    return _speak_address_part(url) + trailing
+    url = re.sub(r"^www\.", "", url)
+    host, path = re.match(r"([^/?#]*)(.*)", url).groups()
+    host = re.sub(r":\d+$", "", host)  # a port number
+    spoken = host + path.rstrip("/") if _SPOKEN_PATH_RE.fullmatch(path) else host
+    return _speak_address_part(spoken) + trailing
 
 
 def _speak_email(match: re.Match[str]) -> str:
     return _speak_address_part(match.group(0))
+
+
+# --- 2b. Unicode minus and en-dash ranges -----------------------------------------------------------
+
+# U+2212 between operands is subtraction ("5 − 3"); before a number it is its sign ("−12.50"), made the
+# ASCII "-" the number rules read as "minus".
+_MINUS_OPERATOR_RE = re.compile(r"(?<=[\d)%])[ \t]*\u2212[ \t]*")
+_MINUS_SIGN_RE = re.compile(r"\u2212(?=[$€£¥]?\.?\d)")
+# An en dash between two numbers is a range ("pages 10–20", "$10–$20", "9–5"): "to".
+_EN_DASH_RANGE_RE = re.compile(r"(?<=[\d%])[ \t]*\u2013[ \t]*(?=[$€£¥]?\d)")
+
+
+def speak_signs_and_ranges(text: str) -> str:
+    """The Unicode minus and en-dash ranges -> what the number rules read: "−12.50" -> "-12.50"
+    ("minus twelve point five zero"), "5 − 3" -> "5 minus 3", "10–20" -> "10 to 20"."""
+    text = _MINUS_OPERATOR_RE.sub(" minus ", text)
+    text = _MINUS_SIGN_RE.sub("-", text)
+    text = text.replace("\u2212", " minus ")
+    return _EN_DASH_RANGE_RE.sub(" to ", text)
 
 
 # --- 3. emoji ---------------------------------------------------------------------------------------
@@ -427,10 +459,42 @@ def _speak_code(m: re.Match[str]) -> str:
     return m.group("lead") + _speak_digits(m.group("digits"))
 
 
+# Digit groups written apart, as phone numbers are ("1300 555 019", "(02) 9876 5432", "+61 2 9876 5432",
+# "call 13 11 14"): read digit by digit, group by group, like a dashed phone number ("555-1234").
+_PHONE_RE = re.compile(
+    r"(?<![\w.,:$€£¥+-])(?P<plus>\+[ \t]?)?(?:\((?P<area>\d{1,4})\)[ \t-]?)?"
+    r"(?P<groups>\d{1,5}(?:[ \t-]\d{1,5})*)(?![\w-]|[.,:]\d|\s?%)"
+)
+_PHONE_CONTEXT_RE = re.compile(
+    r"\b(?:call|calls|calling|called|phone|phones|dial|ring|text|fax|tel|telephone|mobile|cell|hotline"
+    r"|number|contact)\b[^.!?\n\d]{0,20}$",
+    re.IGNORECASE,
+)
+_THOUSANDS_SPACED_RE = re.compile(r"[1-9]\d{0,2}(?: \d{3})+")  # "1 300 555": one number in SI style
+
+
+def _speak_phone(text: str, m: re.Match[str]) -> str:
+    groups = re.split(r"[ \t-]", m.group("groups"))
+    if m.group("area"):
+        groups.insert(0, m.group("area"))
+    digits = sum(len(g) for g in groups)
+    context = bool(_PHONE_CONTEXT_RE.search(text[max(0, m.start() - 40): m.start()]))
+    marked = bool(m.group("plus") or m.group("area"))
+    if len(groups) < 2 or digits < 6:
+        return m.group(0)
+    if not (marked or context):
+        if _THOUSANDS_SPACED_RE.fullmatch(m.group("groups")):
+            return m.group("groups").replace(" ", "")  # the number rules read it (with its unit)
+        if len(groups) < 3 or digits < 8 or "-" in m.group("groups"):
+            return m.group(0)  # "21 14 7", "in 2020 2021"; dashed numbers have their own rule
+    return ("plus " if m.group("plus") else "") + ", ".join(_speak_digits(g) for g in groups)
+
+
 def expand_numbers(text: str) -> str:
     """Currency, times, percentages, degrees, ordinals, years, alphanumerics and plain numbers ->
     words. Runs after `expand_abbreviations` (so "a.m." is already "AM")."""
     text = _CODE_RE.sub(_speak_code, text)
+    text = _PHONE_RE.sub(lambda m: _speak_phone(text, m), text)
     text = _MONEY_RE.sub(_speak_money, text)
     text = _TIME_RE.sub(_speak_time, text)
     text = _HOUR_AMPM_RE.sub(_speak_hour_ampm, text)
@@ -491,6 +555,7 @@ def normalize_text(text: str) -> str:
     text = _EMAIL_RE.sub(_speak_email, text)
     text = _URL_RE.sub(_speak_url, text)
     text = text.replace("…", "...")
+    text = speak_signs_and_ranges(text)
     text = _DEGREE_RE.sub(_speak_degrees, text)  # before emoji removal: "°" is a symbol too
     text = strip_emoji(text)
     text = expand_abbreviations(text)

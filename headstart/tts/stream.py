@@ -16,6 +16,11 @@ between arrays. `cancel()` is out of band: it drops queued text and audio not ye
 Timing: every chunk gets a `ChunkTiming` on the injected clock (`headstart.clock`); `first_audio_at_s`
 is the clock time of the stream's first audio, for the session's turn timeline.
 
+Unspeakable text: a chunk whose spoken form holds nothing the voice can say (another script: "こんにちは")
+is not handed to the engine; when a whole reply had words but none speakable, the stream says its
+`fallback_text` ("Sorry, I can only speak English."), so the listener never gets silence for an answer.
+`unspeakable` lists the chunks passed over and `fallback_spoken` says whether the fallback was said.
+
 Spans: `spans()` says where each chunk handed to the engine lies in the stream's audio (`ChunkSpan`:
 its text and sample span, growing while it is synthesised), so a consumer that knows how much audio
 was played knows which text was heard without matching chunks to timings by text.
@@ -24,6 +29,7 @@ was played knows which text was heard without matching chunks to timings by text
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
@@ -33,11 +39,12 @@ import numpy as np
 
 from headstart.audio import AudioFrame, StreamResampler, to_mono_float32
 from headstart.clock import Clock, MonotonicClock
-from headstart.tts.base import Synthesizer
+from headstart.tts.base import UNSPEAKABLE_FALLBACK, Synthesizer, has_speech_content, is_speakable
 from headstart.tts.chunker import ClauseChunker
 from headstart.tts.normalize import normalize_text
 
 _END = object()
+log = logging.getLogger("headstart.tts.stream")
 
 
 def make_tts_executor() -> ThreadPoolExecutor:
@@ -127,6 +134,11 @@ class TTSStream:
             filter state per chunk, fed array by array, so joins inside a chunk stay continuous; the
             chunk's tail is flushed when the engine finishes it, so no audio waits for the next chunk.
             Chunk edges are faded to zero by the engines (`base.fade_edges`). None: the engine's rate.
+        speakable: `spoken text -> bool`, whether the voice can say something of it
+            (`headstart.tts.engines.speakable_check`; default `base.is_speakable`, the English voices);
+            a chunk it rejects is not handed to the engine.
+        fallback_text: said (as written, not normalised) when the reply had words but none the voice
+            can speak; None: such a reply stays silent.
 
     Iteration ends after `end_input()` once all audio is yielded, or at once after `cancel()`. An
     engine error is raised from the iteration as soon as it happens.
@@ -142,6 +154,8 @@ class TTSStream:
         normalize: Callable[[str], str] = normalize_text,
         frame_s: float | None = None,
         output_rate_hz: int | None = None,
+        speakable: Callable[[str], bool] = is_speakable,
+        fallback_text: str | None = UNSPEAKABLE_FALLBACK,
     ) -> None:
         if frame_s is not None and frame_s <= 0:
             raise ValueError(f"frame_s must be > 0 or None, got {frame_s}")
@@ -153,6 +167,10 @@ class TTSStream:
         self._executor = executor
         self._clock: Clock = clock or MonotonicClock()
         self._normalize = normalize
+        self._speakable = speakable
+        self.fallback_text = fallback_text
+        self.unspeakable: list[str] = []  # chunks with words the voice cannot say, passed over
+        self.fallback_spoken = False
         self.engine_rate_hz: int = synthesizer.sample_rate
         self.sample_rate: int = output_rate_hz or synthesizer.sample_rate
         self._frame_samples = None if frame_s is None else max(1, int(round(frame_s * self.sample_rate)))
@@ -281,6 +299,11 @@ class TTSStream:
                     break
                 chunk, ready_at_s = item  # type: ignore[misc]
                 await self._speak(loop, chunk, ready_at_s)
+            if not self._cancelled and self.unspeakable and not self._spans and self.fallback_text:
+                log.warning("reply has nothing the voice can speak (%r): saying %r instead",
+                            " ".join(self.unspeakable)[:80], self.fallback_text)
+                self.fallback_spoken = True
+                await self._speak(loop, self.fallback_text, self._clock.now(), spoken=self.fallback_text)
         except asyncio.CancelledError:
             return
         except Exception as exc:  # the consumer sees engine errors at once
@@ -289,9 +312,12 @@ class TTSStream:
         if not self._cancelled:
             self._audio_q.put_nowait(_END)
 
-    async def _speak(self, loop: asyncio.AbstractEventLoop, chunk: str, ready_at_s: float) -> None:
-        spoken = self._normalize(chunk)
-        if not spoken:
+    async def _speak(self, loop: asyncio.AbstractEventLoop, chunk: str, ready_at_s: float,
+                     spoken: str | None = None) -> None:
+        spoken = self._normalize(chunk) if spoken is None else spoken
+        if not self._speakable(spoken):
+            if has_speech_content(spoken):
+                self.unspeakable.append(chunk)
             return
         span = [chunk, self._num_samples, self._num_samples, False]
         self._spans.append(span)

@@ -65,7 +65,7 @@ from headstart.voice.stream_audio import StreamAudio
 from headstart.voice.turn_scoring import AcousticScorer, AcousticScoring, EOUScorer, EOUScoring, ListenerHooks
 from headstart.voice.utterance import Utterance
 from headstart.voice.vad import VAD
-from headstart.voice.words import join_words
+from headstart.voice.words import join_words, mean_probability
 
 __all__ = ["AcousticScorer", "EOUScorer", "Listener", "ListenerEvent", "Transcriber", "make_asr_executor"]
 
@@ -426,7 +426,8 @@ class Listener:
             partial = (agreement.committed_text, agreement.pending_text)
             if partial != utterance.last_partial and self._config.streaming:
                 utterance.last_partial = partial
-                self._emit(utterance, PartialTranscript(partial[0], partial[1], stop / SAMPLE_RATE_HZ))
+                confidence = mean_probability(agreement.committed + agreement.pending)
+                self._emit(utterance, PartialTranscript(partial[0], partial[1], stop / SAMPLE_RATE_HZ, confidence))
                 self._eou.score(utterance, join_words(utterance.heard_words))
         self._poll_endpointer()
         self._schedule()
@@ -442,11 +443,13 @@ class Listener:
         """The newest hypothesis covers the whole utterance: commit it and emit the FinalTranscript."""
         utterance.agreement.flush()
         if self._cadence.final_redecode and utterance.newest_words:
-            utterance.final_text = join_words(utterance.newest_words)
+            words = utterance.newest_words
         else:
-            utterance.final_text = utterance.agreement.committed_text
+            words = utterance.agreement.committed
+        utterance.final_text = join_words(words)
         assert utterance.end is not None
-        self._emit(utterance, FinalTranscript(utterance.final_text, utterance.end / SAMPLE_RATE_HZ))
+        self._emit(utterance, FinalTranscript(utterance.final_text, utterance.end / SAMPLE_RATE_HZ,
+                                              mean_probability(words)))
         self._eou.score(utterance, utterance.final_text)
         self._finish_if_done(utterance)
 

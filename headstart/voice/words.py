@@ -41,3 +41,9 @@ def join_words(words: Iterable[Word]) -> str:
     """The words as text with the recogniser's spacing, without outer spaces. Appending words only
     ever appends to this text (the committed text of a stream stays a prefix of its later versions)."""
     return "".join(w.text for w in words).strip()
+
+
+def mean_probability(words: Iterable[Word]) -> float | None:
+    """The recogniser's mean confidence over `words` (in [0, 1]), or None when there are none."""
+    probabilities = [w.probability for w in words]
+    return sum(probabilities) / len(probabilities) if probabilities else None
