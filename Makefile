@@ -9,7 +9,7 @@ TORCH_SPEC ?= torch==2.13.0
 DEMO_MODELS := moonshine-base qwen2.5-coder-0.5b piper-joe
 TEST_MODELS := whisper-tiny.en smollm2-135m piper-joe smart-turn-v3.2 moonshine-base
 
-# The optional coqui-tts environment (design.md §3a): its own torch/torchaudio, talked to through
+# The optional coqui-tts environment: its own torch/torchaudio, talked to through
 # headstart/tts/coqui_worker.py. ~6 min and 6.3 GB here, once; `make test` builds it so the coqui tests
 # run (`make test COQUI_ENV=` skips it, and those tests then skip with the reason).
 COQUI_VENV ?= .venv-coqui

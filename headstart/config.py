@@ -11,7 +11,7 @@ class ThreadPlan:
     """Explicit thread counts for the three compute libraries sharing the CPU.
 
     The default gives each of ASR, LLM and TTS one thread, so they overlap on two cores; more torch
-    threads make matmuls erratic when other work shares the cores (design.md §3 has the measurement).
+    threads make matmuls erratic when other work shares the cores (docs/llm.md has the measurement).
     """
 
     torch_threads: int = 1
@@ -71,7 +71,7 @@ class ASRConfig:
     # Whisper's encoder over a shorter window than its 30 s (the audio + 2 s, at least this long, at
     # most 30 s; None: always 30 s). CTranslate2 accepts the shorter input; the encoder is most of a
     # call's cost. 10 s: the streaming WER of 8, 10 and 12 s windows and where 8 s loops are in
-    # docs/listening.md (issue 20); shorter windows make tiny.en loop more
+    # docs/listening.md; shorter windows make tiny.en loop more
     encoder_window_s: float | None = 10.0
     # final pass early: once the VAD has heard this much silence after speech (before it confirms the
     # end, VADConfig.min_silence_s), a pass starts if the ASR is free, so the pass that hears the
@@ -248,7 +248,7 @@ class SessionConfig:
     preempt_min_words: int = 2  # shorter texts get no held reply
     # a pause the VAD hears but has not yet confirmed as the speech's end (its min_silence_s still
     # running) may start the held reply once it lasts preempt_pause_s; speech that goes on drops it.
-    # False: the held reply waits for the VAD's speech end (docs/latency.md, session 8)
+    # False: the held reply waits for the VAD's speech end
     preempt_on_pause: bool = True
     preempt_pause_s: float = 0.064
     # EOU probability from which a held reply starts once the user is silent. None: a quarter of the way

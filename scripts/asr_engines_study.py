@@ -1,5 +1,5 @@
 """Per-call cost of the ASR engines, alternated call by call, and their one-pass WER on the packaged
-recordings: the table docs/listening.md "Moonshine base" cites (issue 18).
+recordings: the table docs/listening.md "Moonshine base" cites.
 
 Run: `.venv/bin/python scripts/asr_engines_study.py [--calls 7] [--engines whisper-tiny.en,moonshine-base]`
 (both presets prepared; ~2 min on an idle core). One thread per engine. Utterances: three packaged

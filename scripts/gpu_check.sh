@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One call for a machine with a CUDA GPU (issue 19, "the GPU path"): the LLM core's CUDA unit tests, then
+# One call for a machine with a CUDA GPU: the LLM core's CUDA unit tests, then
 # its stage costs on the device (`headstart bench stages`: every LLM preset built from its packaged
 # config with random weights) and the voice-to-voice floor they give with the CPU-measured ASR, EOU and
 # TTS figures (headstart/bench/data/v2v_floor.json). Needs only this tree and a python with torch and

@@ -2,7 +2,7 @@
 
 `make test` prepares every model the tests load (`make models-test`), so there none of these skips; on
 a machine without a model a test skips with `ModelNotPreparedError`'s message, which names the
-`headstart models prepare NAME` command. One copy of that rule for every test file (issue 17).
+`headstart models prepare NAME` command. One copy of that rule for every test file.
 """
 
 from __future__ import annotations

@@ -95,7 +95,7 @@ def test_cpu_timing_counts_process_cpu_time_one_job_at_a_time(monkeypatch):
 
 
 def test_a_turn_whose_speech_resumed_is_scored_on_its_last_final_only():
-    """Issue 20: a turn's later FinalTranscript covers all of it (speech resumed after a pause); the
+    """A turn's later FinalTranscript covers all of it (speech resumed after a pause); the
     bench joined every final, so "press one. press one. press two" was scored for "press one. press two"."""
     import asyncio
 

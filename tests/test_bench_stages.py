@@ -69,7 +69,7 @@ def test_floor_rows_per_preset_stack_and_llm_path():
 
 def test_the_default_stack_of_the_floor_data_is_the_shipped_config():
     """The stack marked "default" is what PipelineConfig() runs (its label said "the defaults before
-    issue 19 made hibari the voice" after Piper had become the default voice again)."""
+    hibari became the voice" after Piper had become the default voice again)."""
     from headstart.config import PipelineConfig
 
     config = PipelineConfig()

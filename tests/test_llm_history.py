@@ -181,7 +181,7 @@ def test_the_default_budget_is_the_context_minus_the_reply_and_the_turn_in_progr
         parse_history_setting,
     )
 
-    assert LLMConfig().max_history_tokens == "auto"  # bounded by default (issue 20, item 10)
+    assert LLMConfig().max_history_tokens == "auto"  # bounded by default
     room = MESSAGE_OVERHEAD_TOKENS + TURN_HEADROOM_TOKENS
     assert history_budget("auto", 8192, 60, 40) == 8192 - 60 - 40 - room
     assert history_budget("auto", None, 60, 40) == FALLBACK_CONTEXT_TOKENS - 60 - 40 - room  # a remote engine

@@ -82,7 +82,7 @@ def test_server_events_are_json_with_a_known_type():
         server_event("metrics.turn", x=float("nan"))  # never invalid JSON on the wire
 
 
-# -- numbers of any size (issue 20, item 1): JSON allows any number of digits --------------------------
+# -- numbers of any size: JSON allows any number of digits --------------------------
 
 from hypothesis import given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402

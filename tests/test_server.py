@@ -345,7 +345,7 @@ def test_fuzz_hostile_frames_never_crash_or_hang(frames):
     asyncio.run(asyncio.wait_for(main(), 30))
 
 
-# -- an empty token (issue 20, item 9) ------------------------------------------------------------------
+# -- an empty token ------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("argv, env", [(["--token", ""], None), (["--token", "  "], None), ([], "")])
@@ -368,7 +368,7 @@ def test_an_empty_token_is_refused_at_start_up(argv, env, monkeypatch, capsys):
         ServerConfig(token="")
 
 
-# -- a slow consumer (issue 20, item 6) -----------------------------------------------------------------
+# -- a slow consumer -----------------------------------------------------------------
 
 
 def test_a_slow_consumer_gets_an_error_and_close_1008_not_a_dropped_connection(run):

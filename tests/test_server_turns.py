@@ -132,7 +132,7 @@ def test_reply_interrupt_with_a_stale_id_interrupts_nothing(components):
     assert interrupted["reply_id"] == reply_id and interrupted["reason"] == "client"
 
 
-# The 1 s underrun case passes on a quiet machine (12/12 in session 8), but with two busy processes
+# The 1 s underrun case passes on a quiet machine (12 of 12 on 2026-12-02), but with two busy processes
 # beside it one run in six still failed (the reply never finished: paused on its own echo; the suspect
 # is the known late speech start, docs/server.md "Echo"). Non-strict until that is fixed.
 _UNDER_LOAD = pytest.mark.xfail(strict=False, reason="known under CPU load: the echo after a 1 s underrun "

@@ -1,4 +1,4 @@
-"""A conversation longer than the LLM's context (issue 20, item 10): the history is bounded by default
+"""A conversation longer than the LLM's context: the history is bounded by default
 (`LLMConfig.max_history_tokens` "auto": the context minus the reply and the turn in progress), so the
 session keeps answering; with the bound switched off, the LLM's failure is reported as one
 (`StageError` "llm_failed") and the listener goes on, instead of every audio frame failing with "the

@@ -1,4 +1,4 @@
-"""Issue 20 (5): spoken forms. Roman numerals after a number word, a title or a name; codes after "zip",
+"""Spoken forms. Roman numerals after a number word, a title or a name; codes after "zip",
 "code", "room", "flight" digit by digit; a first chunk that does not split a name. Unit tests of the
 normaliser and the chunker, and the TTS path (chunker, normaliser, Piper) heard back by whisper tiny.en."""
 

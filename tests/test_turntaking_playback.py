@@ -1,4 +1,4 @@
-"""Playback the client stops reporting (issue 20, item 7): a suspended AudioContext or a stalled tab
+"""Playback the client stops reporting: a suspended AudioContext or a stalled tab
 freezes `playback.position`; the server must not assume wall-clock playback and send the whole reply,
 mark it done and keep all of it in the history. A plain state machine on a FakeClock."""
 

@@ -89,7 +89,7 @@ def test_rewritten_earlier_words_are_matched_by_time_and_overlap():
 
 
 def test_trimmed_hypothesis_with_overlapping_words_is_deduplicated():
-    """A hypothesis of audio after an offset (issue 5's trimmed buffer) that repeats the committed tail
+    """A hypothesis of audio after an offset that repeats the committed tail
     with jittered times."""
     la = LocalAgreement(n=2)
     la.push(hyp("he was not an"))
@@ -167,7 +167,7 @@ def test_a_repetition_loop_past_the_end_of_the_audio_is_dropped():
 
 
 def test_a_repetition_loop_inside_a_hypothesis_is_cut_where_it_begins():
-    """Issue 20 (2): tiny.en with the 8 s window loops inside a hypothesis; cut at a run of >= 2
+    """tiny.en with the 8 s window loops inside a hypothesis; cut at a run of >= 2
     zero-length words, at word times going back, or at a zero-length copy of the phrase before it,
     keeping one copy of the phrase."""
     # cards_001, a pass over its first 1.1 s (tiny.en's times): "10 of clubs." then a zero-length copy
@@ -200,7 +200,7 @@ def test_a_repetition_loop_inside_a_hypothesis_is_cut_where_it_begins():
 
 
 def test_new_speech_that_repeats_the_committed_tail_is_not_taken_for_it():
-    """Issue 20 (3), ten prompts joined: "... placed into the conference." committed, then the next
+    """Ten prompts joined: "... placed into the conference." committed, then the next
     prompt "The conference will begin" 0.48 s later; the n-gram de-duplication took its "The
     conference" for the committed "the conference." and the final lost them."""
     placed = [Word(" placed", 17.66, 18.0), Word(" into", 18.0, 18.28), Word(" the", 18.28, 18.56),

@@ -165,7 +165,7 @@ def test_a_short_clip_that_loops_costs_little_and_gives_no_words(asr8):
     clip = audio[int((rec.speech_start_s - 0.1) * 16000) : int((rec.speech_start_s + 0.2) * 16000)]
     result = asr8.transcribe(clip)
     assert "press press" not in result.text.lower()
-    # issue 16: on an AVX-512 CPU the decoder stops after "Press Press(0 s)" instead of running to
+    # on an AVX-512 CPU the decoder stops after "Press Press(0 s)" instead of running to
     # the budget; a phrase copied with no audio of its own, where the model doubts it heard speech,
     # is dropped whole on either path
     assert result.words == () and result.dropped, result
@@ -178,7 +178,7 @@ def _asterisk(name: str) -> np.ndarray:
 
 
 def test_a_pass_that_loops_inside_its_hypothesis_gives_each_word_once(asr8):
-    """Issue 20 (2): tiny.en with the 8 s window on the first 1.1 s of cards_001 ("ten of clubs")
+    """tiny.en with the 8 s window on the first 1.1 s of cards_001 ("ten of clubs")
     wrote "10 of clubs. 10 of clubs. 10", the copy with zero-length words; it is cut where it begins."""
     result = asr8.transcribe(speech("pocketsphinx_cards/cards_001.wav")[: int(1.1 * 16000)])
     words = normalize(result.text)
@@ -187,7 +187,7 @@ def test_a_pass_that_loops_inside_its_hypothesis_gives_each_word_once(asr8):
 
 
 def test_a_long_pass_that_loops_at_its_end_keeps_the_words_before_the_loop(asr8):
-    """Issue 20 (3): a long utterance's pass (trimmed buffer, committed text as the prompt) whose
+    """A long utterance's pass (trimmed buffer, committed text as the prompt) whose
     last segment loops was dropped whole as "repetition", real words with it; only the loop goes.
     Ten Asterisk prompts joined by 0.1 s of zeros; tiny.en (8 s window) loops on the pass that
     starts at "has left the conference" and stops at 19.6 s, after "placed into the conference"."""
@@ -211,7 +211,7 @@ def test_a_long_pass_that_loops_at_its_end_keeps_the_words_before_the_loop(asr8)
 
 
 def test_a_pass_that_writes_nothing_after_its_prompt_is_redone_without_it(asr8):
-    """Issue 20 (3): ten Asterisk prompts joined (the bench's 11th-20th), a pass from 6.5 s with the
+    """Ten Asterisk prompts joined (the bench's 11th-20th), a pass from 6.5 s with the
     committed text as the prompt: tiny.en gave no segment at all for 6.8-8 s of speech, and the
     listener ended the turn as wordless, losing the last 20 s. The pass is redone without the prompt."""
     from headstart.corpus.recordings import recordings

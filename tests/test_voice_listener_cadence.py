@@ -1,7 +1,7 @@
 """The listener streams each ASR engine by its own settings (`ListeningDefaults`, the engine's `listening`)
 where ASRConfig leaves them None: the partial interval and its growth past `partial_long_s` (Moonshine's
 pass costs grow with the audio), the final slack and the final redecode. Fake ASR for the rules, the
-real Moonshine base on real recordings for what they are for (issue 18)."""
+real Moonshine base on real recordings for what they are for."""
 
 from __future__ import annotations
 

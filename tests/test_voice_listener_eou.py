@@ -51,7 +51,7 @@ class WordCountScorer:
 @pytest.mark.parametrize("kind", ["noise", "zero"])
 @pytest.mark.parametrize("pause_s", [0.6, 1.5])
 def test_mid_sentence_pause_is_not_a_cut_off_with_semantic_endpointing(sentence, asr_executor, kind, pause_s):
-    """issue 5: utterances split by a 0.6-1.5 s pause mid-sentence are not ended at the pause when
+    """Utterances split by a 0.6-1.5 s pause mid-sentence are not ended at the pause when
     semantic endpointing is on; with silence endpointing alone (0.5 s) the same input is cut."""
     audio, pause_end_s = split_at_middle(sentence, pause_s, kind)
     words = len(join_words(EnergyASR().transcribe(sentence).words).split())
@@ -134,7 +134,7 @@ class SentenceASR(EnergyASR):
 
 
 def test_long_utterance_buffer_is_trimmed_at_sentence_ends_and_cost_stays_flat(asr_executor):
-    """issue 5: a long input (several real recordings back to back, no pause long enough to end the
+    """A long input (several real recordings back to back, no pause long enough to end the
     turn) keeps each pass' audio bounded; committed text becomes the prompt; no word twice."""
     names = ["pocketsphinx_librivox/librivox-0870.wav", "pocketsphinx_librivox/librivox-0890.wav",
              "pocketsphinx_librivox/librivox-0920.wav", "pocketsphinx_librivox/librivox-0880.wav"]

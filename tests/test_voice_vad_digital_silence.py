@@ -1,4 +1,4 @@
-"""Issue 20 (4): speech after a long digital silence (exact zeros: a muted browser track, a push-to-talk
+"""Speech after a long digital silence (exact zeros: a muted browser track, a push-to-talk
 client's silence) starts on time, its first word heard. Real Silero, real recordings, real tiny.en."""
 
 from __future__ import annotations

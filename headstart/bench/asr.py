@@ -60,7 +60,7 @@ import numpy as np
 SR = 16000
 FRAME_S = 0.02
 TAIL_S = 3.0
-TARGETS = {  # issue 18 (listening)
+TARGETS = {
     "wer": 0.04,
     "partial_p50_s": 0.5,
     "final_delay_p50_s": 0.15,

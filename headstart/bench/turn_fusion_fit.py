@@ -1,7 +1,7 @@
 """Fitting the end-of-turn fusion (headstart/voice/turn_fusion.py) offline: features of scored pause
 rows, the class-balanced logistic fit and its thresholds, and the held-out figures. Used by
 scripts/fit_turn_fusion.py and the tests; it borrows the text EOU head's fitting tools
-(headstart/training/train_eou.py), so it lives outside voice/ (design.md §2: stages import no other stage).
+(headstart/training/train_eou.py), so it lives outside voice/ (the package rule: stages import no other stage).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """A thin shim over the installed transformers KV-cache API.
 
-transformers 5.x moves this API often (design.md §3): `Cache.crop(n)` takes a *negative* count of
+transformers 5.x moves this API often: `Cache.crop(n)` takes a *negative* count of
 tokens to drop from 5.15 on (a positive `max_length` before), the forward keyword is `cache=` from
 5.24 on (`past_key_values=` before, removed in 5.40), and a sliding-window layer cannot be cropped
 past its window. Everything in headstart that touches the cache goes through this module, so one

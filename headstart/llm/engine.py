@@ -3,7 +3,7 @@
 The engine holds one sequence: the KV cache and the token ids it was computed from. Every forward goes
 through `prefill` / `decode` / `verify`, which keep the two in step, so a cache is never reused for
 tokens it was not computed from (`generate(ids, cache=c)` in transformers silently skips as many
-tokens as `c` holds; design.md §3). `generate` is a generator in the style of nanochat's engine: it
+tokens as `c` holds). `generate` is a generator in the style of nanochat's engine: it
 yields one token at a time, and stopping is simply not asking for the next one.
 
 Not thread-safe: use one engine from one thread (the "llm" executor, see stream.py). The session reaches

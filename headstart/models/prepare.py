@@ -95,7 +95,7 @@ def _convert_gguf(gguf: Path, out: Path, log: Callable[[str], None]) -> list[Pat
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
-    # A tokenizer re-saved from GGUF can lose add_bos_token (design.md §3): keep the loaded value.
+    # A tokenizer re-saved from GGUF can lose add_bos_token: keep the loaded value.
     _pin_tokenizer_flags(out, tokenizer)
     return [p for p in out.rglob("*") if p.is_file()]
 

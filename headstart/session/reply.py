@@ -143,7 +143,8 @@ class StageError(RuntimeError):
 # the reply's own content: what a cancel overtakes when it is still queued for the consumer
 _CONTENT = (TokenDelta, ReplyDone, ReplyAudioStart, ReplyAudio)
 # what one reply sends (`send(reply, event)`), in order: its LLM's events and its audio, with its id
-ReplyEvent = ReplyStarted | TokenDelta | ReplyDone | ReplyAudioStart | ReplyAudio | ReplyPaused | ReplyResumed
+ReplyEvent = (ReplyStarted | TokenDelta | ReplyDone | ReplyUnspeakable | ReplyAudioStart | ReplyAudio | ReplyPaused
+              | ReplyResumed)
 
 
 # a tool reply's action: run the matched tool (its only side effect), give the spoken answer
@@ -235,7 +236,7 @@ class Reply:
         self._on_finished = on_finished
         self._on_failed = on_failed
         self._text: list[str] = []
-        self._outbox: list[TokenDelta | ReplyDone] = []  # its LLM's events while held, in order
+        self._outbox: list[TokenDelta | ReplyDone | ReplyUnspeakable] = []  # its LLM's events while held, in order
         self._playing = asyncio.Event()  # cleared while paused
         self._playing.set()
         self._released = asyncio.Event()
@@ -447,7 +448,7 @@ class Reply:
             turn.tts_first_text_at_s = max(tts.timings[0].ready_at_s, self.released_at_s or float("-inf"))
         self._on_finished(self)
 
-    def _deliver(self, event: TokenDelta | ReplyDone) -> None:
+    def _deliver(self, event: TokenDelta | ReplyDone | ReplyUnspeakable) -> None:
         """Send an LLM event now, or keep it in the outbox while the reply is held."""
         if self.held:
             self._outbox.append(event)

@@ -14,7 +14,7 @@ Two sources, both self-supervised from text (no recordings, nothing from the ben
   by a dangling function word ("..., and", "... for the") as a negative: the pause points people leave.
 
 A third, `load_extra_rows(path)` (`train-eou --extra-rows`), reads labelled texts as they stand, e.g. what the
-recogniser wrote for real prompts and their cuts (docs/listening.md, session 8: not better on the bench).
+recogniser wrote for real prompts and their cuts.
 
 An `Utterance` is one forward of the LLM at training time: the whole text plus the word counts of the
 prefixes to read, each with its label. Deterministic for a seed (`random.Random`).

@@ -1,7 +1,7 @@
 """coqui-tts (VITS, XTTS-v2) for user checkpoints, run in its own environment through a worker process.
 
 coqui-tts imports torchaudio, and PyPI has no CPU torchaudio that loads beside the main venv's CPU
-torch (design.md §3a), so coqui lives in a second venv (`make coqui-env` -> `.venv-coqui`, its
+torch, so coqui lives in a second venv (`make coqui-env` -> `.venv-coqui`, its
 requirements in `coqui-requirements.txt` next to this file). `CoquiSynthesizer` starts
 `coqui_worker.py` there by file path (`<venv>/bin/python -I .../coqui_worker.py`: headstart is not
 installed in that venv and the worker imports only the stdlib, numpy and TTS) and streams audio back

@@ -103,7 +103,7 @@ class FusionWeights:
 # `scripts/fit_turn_fusion.py` (fitting: headstart/bench/turn_fusion_fit.py) on the training split (26 complete recordings, 48 mid-sentence cuts; text
 # head of qwen2.5-coder-0.5b, float32 + int8 layers) on whisper-tiny.en's text (8 s window); its figures on both splits:
 # docs/listening.md. Moonshine writes no trailing-off marks, so `trailing` never fires with it (a refit on its text
-# was not better than the head alone: docs/listening.md, issue 18 session 6)
+# was not better than the head alone: docs/listening.md)
 FITTED = FusionWeights(
     text=0.1983, acoustic=0.296, trailing=-1.6604, unpunctuated=-0.4812, bias=0.4479, eou_low=0.7392, eou_high=0.7705,
     info={"rows": 74, "complete": 26, "cut": 48, "l2": 0.05, "after_s": 0.2, "max_cutoff": 0.02,

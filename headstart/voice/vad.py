@@ -340,7 +340,7 @@ class SileroVAD(VAD):
 class WebRTCVAD(VAD):
     """The WebRTC VAD (webrtcvad-wheels): 10/20/30 ms frames of PCM16, a yes/no per frame (prob 1/0).
 
-    It calls broadband noise "speech" (design.md §3); prefer Silero, or gate this with it.
+    It calls broadband noise "speech"; prefer Silero, or gate this with it.
     """
 
     def __init__(self, config: VADConfig) -> None:
