@@ -297,11 +297,13 @@ def test_with_the_real_llm_a_tool_answers_what_it_serves_and_the_llm_the_rest(tm
     from prepared import llm_engine
 
     from headstart.config import LLMConfig
+    from headstart.llm.local import LocalLLM
 
     llm_config = LLMConfig(model="smollm2-135m", dtype="float32", max_new_tokens=12)
     engine = llm_engine(llm_config)
     config = replace(PipelineConfig(), llm=llm_config, session=SessionConfig(eou="none", tools=True))
-    components = Components(config=config, asr=None, llm=engine, tts=ScriptedTTS(), tts_executor=InlineExecutor())
+    components = Components(config=config, asr=None, llm=LocalLLM(engine), tts=ScriptedTTS(),
+                            tts_executor=InlineExecutor())
     script = (turn_script("What is 17 times 23?", 0.3, ("What is", "17 times 23?"))
               + turn_script("What's the weather like today?", 2.3, ("What's the", "weather like today?")))
     rig = Rig(tmp_path, script, components=components)
