@@ -266,6 +266,10 @@ class SessionConfig:
     # has no trained head), "head", "token" (alias "llm": the chat model's end-of-turn token) or "none"
     # (punctuation rule for the head start, fixed silence for the endpointer)
     eou: str = "auto"
+    # a final transcript whose recogniser confidence (mean word probability) is under this gets "Sorry,
+    # could you say that again?" (headstart/session/ask_back.py) instead of an answer to words the user
+    # may not have said; None: always answer. Chosen on clean and garbled turns: docs/listening.md
+    ask_back_below: float | None = 0.70
     # local tools (headstart/tools/, docs/tools.md): a final transcript a tool serves gets its spoken
     # answer instead of the LLM's. False (the default for now: the latency benches and many tests use
     # "What time is it?" as an LLM turn): every reply is the LLM's

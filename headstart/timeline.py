@@ -120,6 +120,7 @@ class TurnTimeline:
     first_audio_at_s: float | None = None  # the first reply audio left the session
     reply_done_at_s: float | None = None
     transcript: str = ""
+    asr_confidence: float | None = None  # the final transcript's mean word probability (None: unknown)
     reply: str = ""
     reply_audio_s: float = 0.0
     eou_probability: float | None = None  # the EOU probability the end of turn was decided on

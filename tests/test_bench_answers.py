@@ -13,6 +13,7 @@ from headstart.bench.answers import (
     Item,
     check,
     content_faults,
+    half,
     load_items,
     sentences,
     spoken_form_faults,
@@ -143,7 +144,7 @@ def test_a_greeting_may_be_answered_in_kind_only_where_the_item_says_so():
     bye = Item("t", "smalltalk", ("Good night!",), must=(("night", "sleep"),), echo_ok=True)
     assert check(bye, "Good night!").ok
     assert spoken_form_faults("Good night!", "Good night!") == ["restates the question"]
-    assert [i.id for i in load_items() if i.echo_ok] == ["smalltalk-03", "smalltalk-07"]
+    assert [i.id for i in load_items() if i.echo_ok] == ["smalltalk-03", "smalltalk-07", "mixed-06.3"]
 
 
 def test_sentences_split_at_ends_not_at_decimals_initials_or_list_numbers():
@@ -180,3 +181,23 @@ def test_a_small_real_run_scores_the_session_replies(capsys, tmp_path):
         assert run["right"] + len(run["failures"]) == 2
     # the system prompt is what the session prefills once: a longer one costs more tokens
     assert current["session_prefill_tokens"] > tiny["session_prefill_tokens"] > 0
+
+
+def test_a_mixed_conversation_is_scored_turn_by_turn_in_its_own_half(tmp_path):
+    items = [i for i in load_items() if i.kind == "mixed"]
+    conversations = {i.id.split(".")[0] for i in items}
+    assert len(conversations) >= 10 and len(items) >= 2 * len(conversations)
+    for item in items:  # turn K holds the turns up to K, in the conversation's half
+        base, k = item.id.split(".")
+        assert len(item.turns) == int(k)
+        assert half(item) == half(Item(base, "mixed", ("x",)))
+    # a refusal first, then a question that needs an answer: both are scored
+    first = [i for i in items if i.id == "mixed-01.1"][0]
+    second = [i for i in items if i.id == "mixed-01.2"][0]
+    assert first.expect == ("refusal",) and second.expect == ("answer",) and second.must
+    assert not check(second, "Sorry, I can't do that, I can only talk.").ok
+    assert check(second, "Paris.").ok
+    path = tmp_path / "items.json"
+    path.write_text(json.dumps({"items": [{"id": "m-01", "kind": "mixed", "turns": ["a", "b"], "checks": [{}]}]}))
+    with pytest.raises(ValueError, match="one object per turn"):
+        load_items(path)

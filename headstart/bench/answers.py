@@ -1,13 +1,16 @@
 """`headstart bench answers`: are the replies worth hearing?
 
-Spoken-style user turns written for this project (`bench/data/answers.json`, 83 items in eight kinds:
-one-fact questions, small arithmetic, requests the assistant cannot carry out, how-to questions, small
-talk, follow-ups that need the earlier turns, ASR-garbled or half-heard input, plain statements that
-ask nothing and must not be refused) are answered by the
+Spoken-style user turns written for this project (`bench/data/answers.json`, 83 single items in eight
+kinds: one-fact questions, small arithmetic, requests the assistant cannot carry out, how-to questions,
+small talk, follow-ups that need the earlier turns, ASR-garbled or half-heard input, plain statements
+that ask nothing and must not be refused; and a ninth kind, "mixed": conversations where a request it
+cannot carry out or half-heard words come first and answerable turns follow, each turn scored on its
+own, so that one refusal does not lock the conversation) are answered by the
 project's own LLMEngine through the session's reply path (`generate_stream`: the system prompt put
 first by `with_system_prompt`, the chat template, the soft token budget `SentenceBudget`, the
 session's speculative decoder, which is exact), greedy. A dialogue's earlier turns are answered by
-the model itself and kept in the history as the session keeps them; only its last reply is scored.
+the model itself and kept in the history as the session keeps them; only its last reply is scored
+(a mixed conversation is one item per turn).
 
 Every scored reply is checked twice (`check`):
 
@@ -58,7 +61,7 @@ __all__ = [
     "spoken_form_faults",
 ]
 
-KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled", "statement")
+KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled", "statement", "mixed")
 HALVES = ("A", "B")
 EXPECTS = ("answer", "refusal", "question")
 DATA_FILE = "answers.json"
@@ -89,8 +92,9 @@ class Item:
 
 def half(item: Item) -> str:
     """The item's half: "A" for an id that ends in an odd number ("fact-01"), "B" for an even one (a
-    split that adding items does not move). ValueError for an id without a final number."""
-    number = re.search(r"(\d+)$", item.id)
+    split that adding items does not move); a turn of a mixed conversation ("mixed-03.2") is in its
+    conversation's half. ValueError for an id without a final number."""
+    number = re.search(r"(\d+)(?:\.\d+)?$", item.id)
     if number is None:
         raise ValueError(f"answers item {item.id!r}: the id needs a final number for its half")
     return "A" if int(number.group(1)) % 2 else "B"
@@ -107,8 +111,9 @@ def load_items(path: str | Path | None = None) -> list[Item]:
         raw = json.loads(text)["items"]
     except (json.JSONDecodeError, KeyError, TypeError) as exc:
         raise ValueError(f"answers data: not a JSON object with 'items': {exc}") from None
-    items, seen = [], set()
-    for i, r in enumerate(raw):
+    items: list[Item] = []
+    seen: set[str] = set()
+    for i, r in enumerate(_expand_mixed(raw)):
         where = f"answers data item {i} ({r.get('id', '?') if isinstance(r, dict) else r!r})"
         if not isinstance(r, dict) or not isinstance(r.get("id"), str) or r["id"] in seen:
             raise ValueError(f"{where}: needs a unique string id")
@@ -139,6 +144,27 @@ def load_items(path: str | Path | None = None) -> list[Item]:
         items.append(Item(r["id"], r["kind"], tuple(turns), tuple(tuple(g) for g in must), tuple(must_not),
                           expect, r.get("note", ""), r.get("echo_ok", False)))
     return items
+
+
+def _expand_mixed(raw: list) -> list:
+    """A "mixed" conversation (`checks`: one check per user turn, each with its own must / must_not /
+    expect) becomes one item per turn, "ID.K" for turn K, holding the turns up to K: every turn is
+    scored on its own, after the model's own replies to the turns before it. Other items pass as they
+    are. ValueError when `checks` does not give one object per turn."""
+    out = []
+    for r in raw:
+        if not isinstance(r, dict) or r.get("kind") != "mixed":
+            out.append(r)
+            continue
+        turns, checks = r.get("turns"), r.get("checks")
+        if not isinstance(turns, list) or not isinstance(checks, list) or len(checks) != len(turns) \
+                or not all(isinstance(c, dict) for c in checks):
+            raise ValueError(f"answers data item {r.get('id', '?')!r}: a mixed conversation needs 'checks', "
+                             "one object per turn")
+        for k, check_ in enumerate(checks, 1):
+            out.append({**check_, "id": f"{r.get('id')}.{k}", "kind": "mixed", "turns": turns[:k],
+                        **({"note": r["note"]} if "note" in r and "note" not in check_ else {})})
+    return out
 
 
 # -- the checker -----------------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from headstart.audio import AudioFrame
 from headstart.clock import Clock
 from headstart.seams import LLMReplyStream, LLMTurn
+from headstart.session.ask_back import ASK_BACK_TEXT, asks_back
 from headstart.session.conversation import Conversation
 from headstart.session.echo import EchoGuard, echo_text
 from headstart.session.reply import Reply, ReplyEvent, ReplyInterrupted, StageError, TurnCompleted
@@ -146,6 +147,13 @@ class Replies:
         """The tool call a user's text asks for (None: no tools, or the LLM answers). Runs nothing."""
         return None if self.tools is None or not text.strip() else self.tools.route(text)
 
+    def ask_back_stream(self, turn: TurnTimeline) -> SpokenStream | None:
+        """The ask-back reply's stream when the recogniser was unsure of `turn`'s final transcript
+        (headstart/session/ask_back.py), else None (the LLM or a tool answers)."""
+        if not asks_back(turn.asr_confidence, turn.transcript, self._config.session.ask_back_below):
+            return None
+        return SpokenStream(ASK_BACK_TEXT, self._clock, reason="ask_back")
+
     def _tool_run(self, call: ToolCall, reply_turn: Callable[[], TurnTimeline]):
         """The `ToolRun` of a tool reply: runs `call` once (the reply calls it when released)."""
         tools = self.tools
@@ -200,11 +208,12 @@ class Replies:
         (a LiveTurn opened on the chat as it is: the prompt mostly prefilled), else on a stream opened
         when it runs; a text a tool serves gets a tool reply (the LiveTurn is closed). The history gets the
         user's turn; turn-taking, the reply."""
-        call = self.route(turn.transcript)
-        if call is not None and live is not None:
+        ask_back = self.ask_back_stream(turn)
+        call = None if ask_back is not None else self.route(turn.transcript)
+        if (call is not None or ask_back is not None) and live is not None:
             live.close()
             live = None
-        reply = self.new(turn, tool_call=call)
+        reply = self.new(turn, tool_call=call, stream=ask_back)
         self.current = reply
         # confirmed: EOU jobs queued before it give way, held replies of other sessions still generating
         # drop (Components.llm_priority); a reply cancelled before it ever ran no longer counts

@@ -439,6 +439,7 @@ class Session:
             turn = self._current_turn()
             turn.final_transcript_at_s = now
             turn.transcript = event.text
+            turn.asr_confidence = event.confidence
             if not has_words(event.text):
                 self._turn = None  # no words (or fillers only): the listener ends this utterance without a turn
                 self.conversation.no_continuation()
@@ -446,6 +447,8 @@ class Session:
             elif tt.utterance == "user":
                 self._out.put_nowait(event)
                 self.eou.final(event.text)  # on the llm thread before a held reply on this final
+                if self.replies.ask_back_stream(turn) is not None and self.head_start.held is not None:
+                    self.head_start.drop("low_confidence")  # the final may hold the ask-back instead
                 self.head_start.final(event.text)
                 return
         elif isinstance(event, EndOfTurn):
@@ -483,8 +486,14 @@ class Session:
         return self.head_start.enabled and not self._closed and self.replies.agent_silent
 
     def _new_held_tool_reply(self, text: str, messages: list[dict[str, str]]) -> Reply | None:
-        """A held tool reply to `text` when a tool serves it (matched and validated now; the tool runs
-        only if the end of turn releases the reply), else None."""
+        """A held reply the LLM does not write: the ask-back when the recogniser was unsure of the final
+        `text` (headstart/session/ask_back.py), or a tool reply when a tool serves `text` (matched and
+        validated now; the tool runs only if the end of turn releases the reply); else None."""
+        turn = self._current_turn()
+        if turn.transcript == text:
+            ask_back = self.replies.ask_back_stream(turn)
+            if ask_back is not None:
+                return self.replies.new(turn, stream=ask_back, held=True, hypothesis=text, messages=messages)
         call = self.replies.route(text)
         if call is None:
             return None
