@@ -135,3 +135,26 @@ def test_read_gives_float32_mono_in_range():
     assert samples.dtype == np.float32 and samples.ndim == 1
     assert len(samples) == pytest.approx(recording("cards_001").duration_s * 16_000, abs=16)  # duration_s is stored to 1 ms
     assert 0.05 < np.abs(samples).max() <= 1.0
+
+
+def test_the_demo_question_is_labelled_synthetic_and_kept_out_of_the_real_set():
+    rec = data.demo_recording()
+    assert rec.text == "What is the capital of France?" and "synthetic" in rec.source
+    assert rec.name not in {r.name for r in recordings()}  # the benches' set is real speech only
+    samples = rec.read()
+    assert abs(samples.size / 16000 - rec.duration_s) < 0.01
+    # the speech lies between the stated start and end: the demo measures voice-to-voice from the end
+    frame = 160
+    rms = np.sqrt(np.mean(samples[: samples.size // frame * frame].reshape(-1, frame) ** 2, axis=1))
+    loud = np.flatnonzero(rms > rms.max() * 10 ** (-40 / 20))
+    assert abs(loud[0] * frame / 16000 - rec.speech_start_s) <= 0.03
+    assert abs((loud[-1] + 1) * frame / 16000 - rec.speech_end_s) <= 0.03
+
+
+def test_the_demo_answers_the_synthetic_question_when_given_no_recording():
+    from headstart.cli.demo import load_turns
+
+    (turn,) = load_turns([])
+    assert turn.name == "capital-of-france" and turn.reference == "What is the capital of France?"
+    (named,) = load_turns(["capital-of-france"])
+    assert named.reference == turn.reference and named.speech_end_s == 2.10

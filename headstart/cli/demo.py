@@ -48,7 +48,8 @@ GAP_BETWEEN_REPLIES_S = 0.3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("wavs", nargs="*", help="audio files (any rate, mono or stereo) or bench recording "
-                        "names; default: the bench data's default recording")
+                        "names; default: a synthetic question, \"What is the capital of France?\" "
+                        "(headstart/corpus/demo/README.md)")
     parser.add_argument("--fast", action="store_true", help="stream the audio as fast as possible, "
                         "not at real-time pace (latencies then mean less)")
     add_pipeline_arguments(parser)
@@ -86,7 +87,7 @@ def load_turns(specs: list[str]) -> list[UserTurn]:
     from headstart.corpus import recordings as data
 
     if not specs:
-        default = data.default_recording()
+        default = data.demo_recording()  # synthetic speech: an everyday question (corpus/demo/README.md)
         return [UserTurn(default.name, read_wav(default.path), default.speech_end_s, default.text)]
     turns = []
     by_path = {rec.path.resolve(): rec for rec in data.recordings()}
@@ -96,7 +97,7 @@ def load_turns(specs: list[str]) -> list[UserTurn]:
             rec = by_path.get(path.resolve())
         else:
             try:
-                rec = data.recording(spec)
+                rec = data.demo_recording() if spec == data.DEMO_RECORDING_NAME else data.recording(spec)
             except KeyError:
                 if path.suffix or len(path.parts) > 1:
                     raise FileNotFoundError(f"no such audio file: {spec}") from None

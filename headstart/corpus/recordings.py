@@ -133,6 +133,28 @@ def recording(name: str) -> Recording:
     raise KeyError(f"no packaged recording named {name!r}; known names: {known}")
 
 
+DEMO_RECORDING_NAME = "capital-of-france"
+
+
+@functools.cache
+def demo_recording() -> Recording:
+    """The question `headstart demo` answers when given no recording: "What is the capital of France?",
+    **synthetic speech** (see `headstart/corpus/demo/README.md`: no packaged recording of a real person
+    asks an everyday question). Not in `recordings()`, the real-speech set the benches use."""
+    return Recording(
+        name=DEMO_RECORDING_NAME,
+        path=Path(str(resources.files("headstart.corpus").joinpath("demo", f"{DEMO_RECORDING_NAME}.wav"))),
+        text="What is the capital of France?",
+        sample_rate=16000,
+        duration_s=3.265,
+        speech_start_s=0.55,
+        speech_end_s=2.10,
+        source="synthetic: generated for this project with the Piper voice en_US-joe-medium "
+               "(headstart/corpus/demo/README.md)",
+        license="CC0 (the voice's dataset); generated audio",
+    )
+
+
 def default_recording() -> Recording:
     """The demo utterance: "go forward ten meters" (see ``DEFAULT_RECORDING_NAME`` for why)."""
     return recording(DEFAULT_RECORDING_NAME)
