@@ -44,6 +44,7 @@ from headstart.config import LLMConfig, ThreadPlan
 
 __all__ = [
     "HALVES",
+    "HISTORY_MODES",
     "KINDS",
     "PROMPTS",
     "AnswersBenchOptions",
@@ -64,6 +65,9 @@ __all__ = [
 KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled", "statement", "mixed")
 HALVES = ("A", "B")
 EXPECTS = ("answer", "refusal", "question")
+# "prompt": earlier turns as the session's prompt holds them (the turns a fixed reply answered left out,
+# llm/canned.py); "full": every earlier turn
+HISTORY_MODES = ("prompt", "full")
 DATA_FILE = "answers.json"
 
 
@@ -376,15 +380,21 @@ async def _reply(engine, messages, config, executor, decoder):
     return done, stream.stats
 
 
-def _answer(engine, decoder, config: LLMConfig, executor, item: Item, stats: _RunStats) -> Verdict:
+def _answer(engine, decoder, config: LLMConfig, executor, item: Item, stats: _RunStats,
+            history_mode: str = "prompt") -> Verdict:
     """The session's reply path for each turn of `item`; the history holds the user's turns and the
-    model's own replies, as the session's does."""
+    model's own replies, as the session's does. `history_mode` "prompt": the prompt leaves out the
+    turns a fixed reply answered, as the session's prompt does (llm/canned.py); "full": every turn."""
     import asyncio
+
+    from headstart.llm.canned import without_canned_turns
 
     history: list[dict[str, str]] = []
     replies: list[str] = []
     for text in item.turns:
         messages = [*history, {"role": "user", "content": text}]
+        if history_mode == "prompt":
+            messages = without_canned_turns(messages)
         done, reply_stats = asyncio.run(_reply(engine, messages, config, executor, decoder))
         reply = done.text.strip()
         times = reply_stats.token_times_s
@@ -395,7 +405,7 @@ def _answer(engine, decoder, config: LLMConfig, executor, item: Item, stats: _Ru
             stats.decode_tokens += len(times) - 1
             stats.decode_s += times[-1] - times[0]
         replies.append(reply)
-        history = [*messages, {"role": "assistant", "content": reply}]
+        history = [*history, {"role": "user", "content": text}, {"role": "assistant", "content": reply}]
     return check(item, replies[-1], replies[:-1], config.system_prompt)
 
 
@@ -474,6 +484,7 @@ class AnswersBenchOptions:
     speculative: str
     all_answers: bool
     json: bool
+    history: tuple[str, ...] | None = None
 
 
 def main(args: AnswersBenchOptions) -> int:
@@ -499,6 +510,10 @@ def main(args: AnswersBenchOptions) -> int:
     if args.limit is not None:
         items = [i for i in items if [j.kind for j in items[:items.index(i) + 1]].count(i.kind) <= args.limit]
     models = args.model or [LLMConfig().model]
+    histories = list(args.history or ["prompt"])
+    if any(h not in HISTORY_MODES for h in histories):
+        print(f"error: --history takes {' or '.join(HISTORY_MODES)}", file=sys.stderr)
+        return 2
     softs = args.soft_max_tokens or [LLMConfig().soft_max_tokens]
     threads = ThreadPlan(torch_threads=args.threads)
 
@@ -528,16 +543,16 @@ def main(args: AnswersBenchOptions) -> int:
             for name, text in prompts:
                 prompt_tokens, prefill_s = _session_prefill(engine, text)
                 turn_ttft_s = _turn_ttft(engine, text)
-                for soft in softs:
+                for soft, mode in [(soft, mode) for soft in softs for mode in histories]:
                     config = replace(base, system_prompt=text, soft_max_tokens=soft)
-                    log(f"{model} / prompt {name} / soft_max_tokens {soft}: {len(items)} items")
+                    log(f"{model} / prompt {name} / soft_max_tokens {soft} / history {mode}: {len(items)} items")
                     stats, verdicts, t0 = _RunStats(), [], time.perf_counter()
                     for n, item in enumerate(items, 1):
-                        verdict = _answer(engine, decoder, config, executor, item, stats)
+                        verdict = _answer(engine, decoder, config, executor, item, stats, mode)
                         verdicts.append(verdict)
                         log(f"  [{n}/{len(items)}] {'ok  ' if verdict.ok else 'FAIL'} {item.id}: {verdict.answer!r}")
                     runs.append(_summary(model, name, text, soft, prompt_tokens, prefill_s, verdicts, stats,
-                                         time.perf_counter() - t0, engine, turn_ttft_s))
+                                         time.perf_counter() - t0, engine, turn_ttft_s) | {"history": mode})
             del engine, decoder
     finally:
         executor.shutdown(wait=True)
@@ -589,7 +604,7 @@ def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, ve
 def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None:
     for r in runs:
         print(f"\nanswers: {r['model']} ({r['dtype']}, {r['quantize'] or 'no quantisation'}), prompt "
-              f"{r['prompt']}, soft_max_tokens {r['soft_max_tokens']}")
+              f"{r['prompt']}, soft_max_tokens {r['soft_max_tokens']}, history {r.get('history', 'prompt')}")
         print(f"{'kind':<12}{'items':>6}{'right':>7}{'score':>8}{'content':>9}{'form faults':>13}")
         for kind in kinds:
             k = r["by_kind"].get(kind)
@@ -609,10 +624,10 @@ def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None
             before = "".join(f"\n      earlier reply: {c!r}" for c in v.context)
             faults = "; ".join([*v.content, *v.form]) or "ok"
             print(f"  {v.item.id} [{faults}]\n      user: {turns}{before}\n      reply: {v.answer!r}")
-    print(f"\n{'model':<22}{'prompt':<10}{'soft':>5}{'score':>7}{'content':>9}{'form':>6}{'tok/s':>7}"
+    print(f"\n{'model':<22}{'prompt':<10}{'history':>8}{'soft':>5}{'score':>7}{'content':>9}{'form':>6}{'tok/s':>7}"
           f"{'reply tok':>10}{'sys tok':>8}{'sys prefill s':>14}{'turn TTFT s':>12}")
     for r in runs:
-        print(f"{r['model']:<22}{r['prompt']:<10}{str(r['soft_max_tokens']):>5}{r['score']:>7.0%}"
+        print(f"{r['model']:<22}{r['prompt']:<10}{r.get('history', 'prompt'):>8}{str(r['soft_max_tokens']):>5}{r['score']:>7.0%}"
               f"{r['content_score']:>9.0%}{r['form_violation_rate']:>6.0%}{r['decode_tok_per_s'] or 0:>7.2f}"
               f"{r['reply_tokens_mean'] or 0:>10.1f}{r['session_prefill_tokens']:>8}{r['session_prefill_s']:>14.3f}"
               f"{r['turn_ttft_s'] or 0:>12.3f}")

@@ -9,11 +9,10 @@ confidences side by side): docs/listening.md "Asking back".
 
 from __future__ import annotations
 
+from headstart.llm.canned import ASK_BACK_TEXT
 from headstart.session.turntaking import has_words
 
 __all__ = ["ASK_BACK_TEXT", "asks_back"]
-
-ASK_BACK_TEXT = "Sorry, could you say that again?"
 
 
 def asks_back(confidence: float | None, text: str, below: float | None) -> bool:

@@ -23,6 +23,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
+from headstart.llm.canned import without_canned_turns
 from headstart.timeline import Continuation, TurnTimeline
 from headstart.voice.turn_fusion import ending
 
@@ -71,13 +72,14 @@ class Conversation:
         self._continuation: int | None = None  # the user message the next turn continues
 
     def messages(self) -> list[dict[str, str]]:
-        """The prompt's chat: the system prompt and the history the window keeps."""
+        """The prompt's chat: the system prompt and the history the window keeps, without the turns a
+        fixed reply answered (a refusal or an ask-back: llm/canned.py, so that one refusal does not
+        make the model refuse every later turn)."""
         system = {"role": "system", "content": self.system_prompt}
         if not self._window_made:
             self._window, self._window_made = self._make_window(), True
-        if self._window is not None:
-            return self._window.select([system, *self.history])
-        return [system, *self.history]
+        chat = without_canned_turns([system, *self.history])
+        return self._window.select(chat) if self._window is not None else chat
 
     @property
     def dropped_turns(self) -> int:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from headstart.bench.answer_prompts import PROMPTS
-from headstart.bench.answers import HALVES, KINDS
+from headstart.bench.answers import HALVES, HISTORY_MODES, KINDS
 from headstart.cli.options import (
     add_llm_precision_arguments,
     add_threads_argument,
@@ -44,6 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_llm_precision_arguments(parser, bench=True)
     parser.add_argument("--speculative", choices=["none", "prompt_lookup"], default=LLMConfig().speculative,
                         help="the session's exact speculative decoder (the text is plain greedy's either way)")
+    parser.add_argument("--history", choices=HISTORY_MODES, action="append", default=None,
+                        help="earlier turns of a conversation as the session's prompt holds them (prompt: the "
+                             "turns a fixed reply such as the refusal answered left out) or all of them (full); "
+                             "repeat for both (default prompt)")
     parser.add_argument("--all-answers", action="store_true", help="print every answer, not only the failures")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
 
