@@ -113,18 +113,45 @@ def questions() -> list[str]:
     return [line.strip() for line in text.splitlines() if line.strip() and not line.lstrip().startswith("#")]
 
 
+def unknown_voices(voices: tuple[str, ...], executable: str = "espeak-ng") -> list[str]:
+    """The `voices` ("LANGUAGE" or "LANGUAGE+VARIANT") that espeak-ng does not list (`--voices`,
+    `--voices=variant`). It speaks an unknown one in a default voice without an error, so a mistyped
+    voice would be measured under the wrong label. Raises OSError when `executable` does not run."""
+    import subprocess
+
+    def column(args: list[str], index: int) -> set[str]:
+        listing = subprocess.run([executable, *args], capture_output=True, text=True, timeout=30, check=False).stdout
+        return {row.split()[index] for row in listing.splitlines()[1:] if len(row.split()) > index}
+
+    languages = column(["--voices"], 1)
+    variants = {name.removeprefix("!v/") for name in column(["--voices=variant"], 4)}
+    out = []
+    for voice in voices:
+        language, _, variant = voice.partition("+")
+        if language not in languages or (variant and variant not in variants):
+            out.append(voice)
+    return out
+
+
 def synthetic_utterances(texts: list[str], voices: tuple[str, ...] = VOICES, seed: int = 0) -> list[Utterance]:
     """Each text voiced by espeak-ng in each voice (`EspeakSynthesizer`), resampled to 16 kHz, with
     LEAD_S of room noise at -60 dBFS before it and the same noise under it.
 
     Raises:
         EngineNotAvailableError: espeak-ng is not installed.
+        ValueError: a voice espeak-ng does not have (`unknown_voices`).
         TTSError: espeak-ng failed, or gave no audio for a text.
     """
     from headstart.audio import resample
     from headstart.tts.base import TTSError
     from headstart.tts.espeak import EspeakSynthesizer
 
+    if not voices or not texts:
+        return []
+    EspeakSynthesizer()  # EngineNotAvailableError first, with the install command
+    unknown = unknown_voices(voices)
+    if unknown:
+        raise ValueError(f"espeak-ng has no voice {', '.join(unknown)} (`espeak-ng --voices` lists them)")
     rng = np.random.default_rng(seed)
     out = []
     for voice in voices:
@@ -232,6 +259,7 @@ def run(asr_model: str | None = None, limit: int | None = None, threads: int = 1
     Raises:
         headstart.models.store.ModelError: the ASR model is not prepared.
         EngineNotAvailableError, TTSError: espeak-ng is missing or failed.
+        ValueError: a voice espeak-ng does not have.
     """
     from headstart.bench.machine import cpu_description
     from headstart.config import ASRConfig, SessionConfig
@@ -239,9 +267,9 @@ def run(asr_model: str | None = None, limit: int | None = None, threads: int = 1
 
     started = time.perf_counter()
     asr_config = ASRConfig(model=asr_model or ASRConfig().model)
+    utterances = synthetic_utterances(questions()[:limit], voices) + real_utterances(limit)
     asr = load_asr(asr_config, cpu_threads=threads)
     asr.warmup()
-    utterances = synthetic_utterances(questions()[:limit], voices) + real_utterances(limit)
     heard = []
     for n, utterance in enumerate(utterances, 1):
         h = hear(utterance, asr, asr_config, seed=n)
@@ -313,7 +341,7 @@ class AskBackBenchOptions:
 
 def main(options: AskBackBenchOptions) -> int:
     """Entry point of `headstart bench ask-back`: the per-turn lines and the table (unless `json`), then
-    the JSON line. Returns 0, or 2 when the ASR model or espeak-ng (or one of its voices) is missing or
+    the JSON line. Returns 0, or 2 when the ASR model, espeak-ng or one of the voices is missing, or
     `limit` is under 1."""
     from headstart.models.store import ModelError
     from headstart.tts.base import TTSError
@@ -325,7 +353,7 @@ def main(options: AskBackBenchOptions) -> int:
     log = (lambda *a, **k: None) if options.json else print
     try:
         result = run(options.asr, options.limit, options.threads, voices, log=log)
-    except (ModelError, TTSError, FileNotFoundError) as exc:
+    except (ModelError, TTSError, FileNotFoundError, ValueError) as exc:
         print(f"bench ask-back: {exc}")
         return 2
     if not options.json:
