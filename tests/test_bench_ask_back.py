@@ -60,6 +60,37 @@ def test_the_sweep_counts_each_class_in_all_and_per_source():
                                          "partly_wrong_asked_back": 0, "garbled": 1, "garbled_asked_back": 1}
 
 
+class _ScriptedListener:
+    """Takes any audio; its events: a final superseded when the speech resumed, the one the first turn
+    ended on, a final without an end of turn (none follows), and the second turn's."""
+
+    def __init__(self) -> None:
+        from headstart.events import EndOfTurn, FinalTranscript
+
+        self.events = [FinalTranscript("At the tone", 1.0, 0.5), FinalTranscript("At the tone please record", 2.0, 0.9),
+                       EndOfTurn(2.1), FinalTranscript("", 3.0, None), FinalTranscript("Thanks", 4.0, 0.8), EndOfTurn(4.1)]
+
+    async def push(self, frame) -> None:
+        pass
+
+    async def settle(self) -> None:
+        pass
+
+    async def end_input(self) -> None:
+        pass
+
+    async def __aiter__(self):
+        for event in self.events:
+            yield event
+
+
+def test_a_turn_is_the_final_its_end_of_turn_came_after():
+    import asyncio
+
+    finals = asyncio.run(bench._turn_finals(_ScriptedListener(), np.zeros(1600, np.float32)))
+    assert [(f.text, f.confidence) for f in finals] == [("At the tone please record", 0.9), ("Thanks", 0.8)]
+
+
 def test_the_default_threshold_is_in_the_sweep():
     from headstart.config import SessionConfig
 

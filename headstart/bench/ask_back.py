@@ -18,13 +18,14 @@ The turns:
 Each turn, followed by 3 s of room noise at its own level, is streamed in 20 ms frames through the
 listener a session builds (session/listening.py `build_listener`: Silero VAD, the ASR with its partial
 passes, early final and final re-decode) on the endpoint of a session without an EOU signal (the fixed
-silence: no LLM is loaded; the final transcripts are the same passes either way). Every ASR pass is let
-finish before the next frame, so the run is deterministic and measures the passes an idle machine would
-run, not this machine's speed. The confidence is the `FinalTranscript.confidence` the listener emits,
-and whether a turn is asked back is the session's own rule (`asks_back`). A turn the listener split in
-two (a long pause inside a recording) is asked back when either part is (its confidence: the lower);
-its WER is the joined text's. A turn that ends in no words (nothing the session would reply to) is
-counted as unheard, in no class.
+silence: no LLM is loaded; the final passes are the same, only a recording with a long pause inside
+could be split into turns differently). Every ASR pass is let finish before the next frame, so the run
+measures the passes an idle machine would run, not this machine's speed. A turn's confidence is the
+`FinalTranscript.confidence` the listener emits for the final its EndOfTurn came after (the latest: as
+the session takes it, speech that resumes before the end of turn makes one final of both parts), and
+whether it is asked back is the session's own rule (`asks_back`). A recording the listener split into
+two turns is asked back when either is (its confidence: the lower); its WER is the joined text's. One
+that ends in no words (nothing the session would reply to) is counted as unheard, in no class.
 
 Reported for each threshold of a sweep (0.50-0.90 in steps of 0.05) and for the configured default:
 the clean turns asked back, the garbled turns caught, the partly wrong turns (0 < WER < 0.5) asked
@@ -71,8 +72,9 @@ class Utterance:
 
 @dataclass(frozen=True, slots=True)
 class Heard:
-    """What the listener made of one Utterance: the worded final transcripts' texts and confidences (mean
-    word probability in [0, 1]; None: unknown) in order, and the WER of their joined text."""
+    """What the listener made of one Utterance: the texts and confidences (mean word probability in
+    [0, 1]; None: unknown) of the worded final transcripts its turns ended on, in order, and the WER of
+    their joined text."""
 
     utterance: Utterance
     texts: tuple[str, ...]
@@ -177,18 +179,22 @@ def real_utterances(limit: int | None = None) -> list[Utterance]:
 
 
 # -- the listener ----------------------------------------------------------------------------------------
-async def _final_transcripts(listener: Any, audio: np.ndarray) -> list[Any]:
+async def _turn_finals(listener: Any, audio: np.ndarray) -> list[Any]:
     """Stream `audio` through `listener` frame by frame, each ASR pass finished before the next frame;
-    return its FinalTranscript events."""
+    return the FinalTranscript each EndOfTurn ended on (the latest before it, as the session takes it:
+    a final whose utterance resumed is superseded by the later one that covers it all)."""
     from headstart.audio import AudioFrame
-    from headstart.events import FinalTranscript
+    from headstart.events import EndOfTurn, FinalTranscript
 
     finals: list[Any] = []
+    latest: list[Any] = []
 
     async def consume() -> None:
         async for event in listener:
             if isinstance(event, FinalTranscript):
-                finals.append(event)
+                latest[:] = [event]
+            elif isinstance(event, EndOfTurn) and latest:
+                finals.append(latest.pop())
 
     consumer = asyncio.create_task(consume())
     step = int(round(FRAME_S * SR))
@@ -203,7 +209,8 @@ async def _final_transcripts(listener: Any, audio: np.ndarray) -> list[Any]:
 
 def hear(utterance: Utterance, asr: Any, asr_config: Any, seed: int = 0) -> Heard:
     """Stream `utterance` (and TAIL_S of room noise at its own level) through a session's listener on
-    `asr` (a loaded Transcriber for `asr_config`, an ASRConfig); score its worded finals.
+    `asr` (a loaded Transcriber for `asr_config`, an ASRConfig); score the worded finals its turns
+    ended on.
 
     Raises:
         RuntimeError: the ASR failed (the cause chained).
@@ -220,7 +227,7 @@ def hear(utterance: Utterance, asr: Any, asr_config: Any, seed: int = 0) -> Hear
     executor = make_asr_executor()
     try:
         listener = build_listener(PipelineConfig(asr=asr_config), asr, executor, endpoint_config(False, "head"))
-        finals = asyncio.run(_final_transcripts(listener, audio))
+        finals = asyncio.run(_turn_finals(listener, audio))
     finally:
         executor.shutdown(wait=True)
     worded = [f for f in finals if has_words(f.text)]
