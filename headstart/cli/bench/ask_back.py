@@ -12,7 +12,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Add the `bench ask-back` options to `parser`."""
     parser.add_argument("--asr", default=None, help="ASR model (preset, folder or hub id; default: ASRConfig.model, the session's)")
     parser.add_argument("--limit", type=int, default=None,
-                        help="only the first N questions (in each voice) and the first N recordings (quick runs)")
+                        help="only the first N questions (in each voice) and the N shortest recordings (quick runs)")
     parser.add_argument("--voices", default=",".join(VOICES),
                         help=f"espeak-ng voices of the synthetic turns, comma-separated (default: {','.join(VOICES)}; '' for none)")
     add_threads_argument(parser, "the ASR's CPU threads (ThreadPlan.asr_threads)")
