@@ -1,6 +1,7 @@
 """`headstart bench NAME`: one module here per benchmark, each with `add_arguments(parser)` and
 `run_from_args(args)`; the benchmark itself is `headstart.bench.NAME` (or the module its `run_from_args`
-names), run with the option record its flags are read into."""
+names), run with the option record its flags are read into. A "-" in NAME is "_" in the modules' names
+(`bench ask-back`: ask_back.py)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ BENCHES = {
     "partial": "partial-layer streaming: self-speculative decoding and early exit with a trained proposal head",
     "conversation": "voice-to-voice latency over websockets, baseline vs headstart vs ablations, with plots",
     "stages": "the LLM core's stage costs on CPU or CUDA (random weights, each preset's shapes) and the v2v floor",
+    "ask-back": "the ask-back threshold: clean turns asked back (target 0), garbled turns caught, per threshold",
     "tools": "tool matching over 150+ text requests: right tool and arguments, false actions (target 0)",
 }
 
@@ -23,7 +25,7 @@ def add_benches(parser: argparse.ArgumentParser) -> None:
     """`bench NAME ...` under `parser`: one sub-command per entry of BENCHES."""
     benches = parser.add_subparsers(dest="bench", required=True)
     for name, help_text in BENCHES.items():
-        module = importlib.import_module(f"headstart.cli.bench.{name}")
+        module = importlib.import_module(f"headstart.cli.bench.{name.replace('-', '_')}")
         p = benches.add_parser(name, help=help_text)
         module.add_arguments(p)
         p.set_defaults(func=module.run_from_args)
