@@ -7,12 +7,13 @@ serves the files of headstart/server/web/.
 
 Defences: binds 127.0.0.1 by default; browser origins must be allowed (default: localhost pages);
 optional bearer token (`Authorization: Bearer T` or `?token=T`, as browsers cannot set headers on a
-websocket); messages over `max_message_bytes` close the connection with 1009; audio beyond
-`max_audio_speed` x real time (after a burst allowance) is dropped with an `error` event; at most
-`max_sessions` sessions (503 at the handshake, close 1013 in a race); clients choose no files or models
-(unknown fields are ignored); static paths cannot leave web/. Every bad frame gets an `error` event and
-the session goes on. A client that goes away has all of its session's tasks cancelled at once; one that
-reads too slowly (`max_send_lag_s`) gets `slow_consumer` and a close with 1008.
+websocket); messages over `max_message_bytes` close the connection with 1009; audio beyond its
+allowance (`audio_burst_s` at once, refilled at `max_audio_speed` x real time) gets one `error`
+"rate_limited" and a close with 1008; at most `max_sessions` sessions (503 at the handshake, close 1013
+in a race); clients choose no files or models (unknown fields are ignored); static paths cannot leave
+web/. Every bad frame gets an `error` event and the session goes on. A client that goes away has all of
+its session's tasks cancelled at once; one that reads too slowly (`max_send_lag_s`) gets `slow_consumer`
+and a close with 1008.
 """
 
 from __future__ import annotations
