@@ -343,6 +343,54 @@ def test_odd_length_frames_reach_the_session_as_the_exact_sample_stream(run):
     np.testing.assert_array_equal(np.concatenate(heard), expected)
 
 
+def test_a_reply_the_voice_cannot_speak_reaches_the_client_as_reply_unspeakable(run):
+    """A reply only in Japanese: the voice says the fallback sentence, and the client hears why
+    (`reply.unspeakable` with the reply's own text) before its `reply.done`."""
+    from dataclasses import replace
+
+    from fakes import ScriptedLLM, ScriptedListener, ScriptedTTS
+
+    from headstart.clock import MonotonicClock
+    from headstart.config import SessionConfig
+    from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded, SpeechStarted
+    from headstart.tts.base import UNSPEAKABLE_FALLBACK
+
+    turn = [(0.3, SpeechStarted(0.3)), (1.0, SpeechEnded(1.0)), (1.1, FinalTranscript("What time is it?", 1.0)),
+            (1.2, EndOfTurn(1.2, 0.2))]
+
+    async def main():
+        clock = MonotonicClock()
+        llm = ScriptedLLM(clock, default="正午です。")
+        llm.gate.set()
+        tts = ScriptedTTS()
+        config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
+        server = VoiceServer(Components(config=config, asr=None, llm=llm, tts=tts), ServerConfig(port=0), clock=clock,
+                             listener=lambda eou, acoustic: ScriptedListener(turn, eou, acoustic))
+        await server.start()
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.start"}')
+                events = [await recv_json(ws)]
+                for _ in range(75):
+                    await ws.send(bytes(640))
+                while events[-1]["type"] != "metrics.turn":
+                    events.append(await recv_json(ws, 10))
+                return events, tts.spoken
+        finally:
+            await server.close()
+            server.components.close()
+
+    events, spoken = run(main())
+    assert spoken == [UNSPEAKABLE_FALLBACK]
+    types = [e["type"] for e in events]
+    (unspeakable,) = [e for e in events if e["type"] == "reply.unspeakable"]
+    (started,) = [e for e in events if e["type"] == "reply.started"]
+    assert unspeakable == {"type": "reply.unspeakable", "reply_id": started["reply_id"], "text": "正午です。",
+                           "spoken": UNSPEAKABLE_FALLBACK}
+    assert types.index("reply.audio.start") < types.index("reply.unspeakable") < types.index("reply.done")
+    assert [e["text"] for e in events if e["type"] == "reply.done"] == ["正午です。"]
+
+
 # -- fuzz: hostile frames -----------------------------------------------------------------------------
 
 from hypothesis import HealthCheck, given, settings  # noqa: E402

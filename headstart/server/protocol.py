@@ -9,8 +9,8 @@ fields are the JSON object's members, in order (`type` comes first, from the cla
     server -> client   `ServerEvent`s: SessionStarted, VADSpeechStarted, VADSpeechStopped,
                        TranscriptPartial, TranscriptFinal, TurnEnd, ReplyStarted, ReplyTextDelta,
                        ReplyAudioStart (then binary PCM16 frames at its `sample_rate`), ReplyPaused,
-                       ReplyResumed, ReplyDone, ReplyInterrupted, MetricsTurn, TimerFired,
-                       ErrorEvent
+                       ReplyResumed, ReplyDone, ReplyUnspeakable, ReplyInterrupted, MetricsTurn,
+                       TimerFired, ErrorEvent
 
 One encoder each way: `encode_client_message` (clients), `encode_server_event` (the server); one
 checked parser each way: `parse_client_text` (the server), `decode_server_event` (clients). Times on
@@ -455,6 +455,18 @@ class ReplyDone(ServerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyUnspeakable(ServerEvent):
+    """Reply `reply_id`'s text (`text`, as the LLM wrote it) held words but none the voice can speak
+    (another script): its audio says `spoken` instead (a short fallback sentence). Comes before its
+    `reply.done`; the history keeps `text`."""
+
+    type: ClassVar[str] = "reply.unspeakable"
+    reply_id: str = ""
+    text: str = ""
+    spoken: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ReplyInterrupted(ServerEvent):
     """The reply stopped after `played_ms` of its audio: flush the playback buffer (`flush` is always
     true). The history keeps `heard_text`. `reason`: "barge_in", "client", "new_turn", "reset"."""
@@ -559,7 +571,7 @@ class ErrorEvent(ServerEvent):
 
 SERVER_EVENTS: dict[str, type[ServerEvent]] = {cls.type: cls for cls in (
     SessionStarted, VADSpeechStarted, VADSpeechStopped, TranscriptPartial, TranscriptFinal, TurnEnd,
-    ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone,
+    ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone, ReplyUnspeakable,
     ReplyInterrupted, MetricsTurn, TimerFired, ErrorEvent)}
 SERVER_TYPES = frozenset(SERVER_EVENTS)
 
