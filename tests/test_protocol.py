@@ -100,6 +100,25 @@ def test_pcm16_stream_is_the_byte_stream_however_it_is_cut(data, cuts):
     np.testing.assert_array_equal(np.concatenate([np.zeros(0, np.float32), *got]), parse_audio(data[:whole]))
 
 
+def test_the_shutdown_and_unspeakable_events_round_trip():
+    from headstart.server.protocol import (
+        ReplyUnspeakable,
+        SessionEnding,
+        SessionLimits,
+        SessionStarted,
+        decode_server_event,
+        encode_server_event,
+    )
+
+    ending = SessionEnding(reason="shutdown", drain_ms=10000.0)
+    assert json.loads(encode_server_event(ending)) == {"type": "session.ending", "reason": "shutdown",
+                                                       "drain_ms": 10000.0}
+    unspeakable = ReplyUnspeakable(reply_id="r2", text="正午です。", spoken="Sorry, I can only speak English.")
+    for event in (ending, unspeakable, SessionStarted(limits=SessionLimits(65536, 4.0, 60000.0))):
+        assert decode_server_event(encode_server_event(event)) == event
+    assert {"session.ending", "reply.unspeakable"} <= SERVER_TYPES
+
+
 def test_server_events_are_json_with_a_known_type():
     assert json.loads(server_event("turn.end", audio_ms=12.0)) == {"type": "turn.end", "audio_ms": 12.0}
     assert json.loads(error_event("busy", "full"))["type"] == "error"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -35,6 +36,8 @@ class ServerConfig:
         slow_close_s: the longest a slow consumer's closing handshake may take (seconds).
         send_buffer_bytes: the socket's send buffer (SO_SNDBUF; None: the OS's, which Linux grows to
             4 MiB): it bounds the backlog a slow consumer must read before its close frame.
+        drain_s: on shutdown (SIGTERM, SIGINT), how long replies in progress may take to finish
+            (seconds) before every connection is closed with 1001 (`VoiceServer.drain`).
     """
 
     host: str = "127.0.0.1"
@@ -55,10 +58,12 @@ class ServerConfig:
     slow_close_s: float = 300.0
     # reply audio is ~44 kB/s and leaves ~1 s ahead of playback: 64 KiB (Linux doubles it) is plenty
     send_buffer_bytes: int | None = 64 * 1024
+    # a reply of a few sentences is sent well within it; a supervisor's kill timeout is longer (systemd: 90 s)
+    drain_s: float = 10.0
 
     def __post_init__(self) -> None:
-        if not (self.audio_burst_s > 0 and self.max_audio_speed > 0):
-            raise ValueError("ServerConfig: audio_burst_s and max_audio_speed must be > 0")
+        if not (0 <= self.drain_s < math.inf and self.audio_burst_s > 0 and self.max_audio_speed > 0):
+            raise ValueError("ServerConfig: drain_s must be finite and >= 0, audio_burst_s and max_audio_speed > 0")
         if self.token is not None and not self.token.strip():
             raise ValueError("ServerConfig.token is empty: an empty bearer token would let every client in; "
                              "use None for no token")

@@ -4,7 +4,7 @@ Every bad frame gets an `error` event and the session goes on; a client that goe
 session's tasks cancelled at once; one that reads too slowly is closed (headstart/server/send_lag.py);
 one that sends audio beyond its allowance (headstart/server/rate_limit.py) gets one `error`
 "rate_limited" and a close with 1008. The binary frames are one byte stream (`PCM16Stream`): a sample
-split across two frames is joined.
+split across two frames is joined. On shutdown the server drains each connection (`drain`).
 """
 
 from __future__ import annotations
@@ -50,6 +50,7 @@ class Connection:
         self.watchdog: asyncio.Task | None = None  # the send-lag probe (`_watch_send_lag`)
         self.slow_consumer = False
         self.refused = False  # closed for audio beyond its allowance: what it still sends is dropped
+        self.draining = False  # the server is shutting down (`drain`): audio is no longer taken
         self._closing: asyncio.Task | None = None  # the close after "rate_limited"
         self._release = release
         self._slot_held = True
@@ -107,6 +108,8 @@ class Connection:
         if self.session is None:
             await self._error("not_started", 'send {"type": "session.start"} before audio')
             return
+        if self.draining:
+            return  # the server is shutting down: no new turn (the client was told: session.ending)
         samples = self.audio.feed(data)  # an odd trailing byte waits for the next frame
         if samples.shape[0] == 0:
             return
@@ -142,6 +145,24 @@ class Connection:
             await self.session.aclose()
         self.release_slot()
 
+    async def drain(self, notice: str) -> None:
+        """The server is shutting down: send `notice` (the `session.ending` frame) to a started session,
+        take no more audio, let the reply in progress finish (`Session.drain`) and its last events
+        leave, then close with 1001. Returns once the close is done; the caller bounds it (cancelling
+        it stops waiting; the caller then closes the socket)."""
+        from websockets.exceptions import ConnectionClosed
+
+        self.draining = True
+        if self.slow_consumer or self.refused:
+            return  # already closing
+        with contextlib.suppress(ConnectionClosed):
+            if self.session is not None:
+                await self.output.send(notice)
+                await self.session.drain()
+                if self.writer is not None:
+                    await asyncio.wait({self.writer})  # it ends with the session's events
+            await self.ws.close(wire.CLOSE_GOING_AWAY, "the server is shutting down")
+
     async def _on_text(self, text: str) -> bool:
         """Handle one text frame; True when the client ended the session."""
         try:
@@ -153,7 +174,8 @@ class Connection:
             if self.session is not None:
                 await self._error("already_started", "this connection already has a session")
                 return False
-            await self._start()
+            if not self.draining:  # shutting down: no new session, the close (1001) follows
+                await self._start()
             return False
         if isinstance(message, wire.SessionEnd):
             await self.ws.close(wire.CLOSE_ENDED, "session ended")

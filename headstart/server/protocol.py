@@ -10,7 +10,7 @@ fields are the JSON object's members, in order (`type` comes first, from the cla
                        TranscriptPartial, TranscriptFinal, TurnEnd, ReplyStarted, ReplyTextDelta,
                        ReplyAudioStart (then binary PCM16 frames at its `sample_rate`), ReplyPaused,
                        ReplyResumed, ReplyDone, ReplyUnspeakable, ReplyInterrupted, MetricsTurn,
-                       TimerFired, ErrorEvent
+                       TimerFired, SessionEnding, ErrorEvent
 
 One encoder each way: `encode_client_message` (clients), `encode_server_event` (the server); one
 checked parser each way: `parse_client_text` (the server), `decode_server_event` (clients). Times on
@@ -41,6 +41,7 @@ MAX_REPLY_ID_CHARS = 64
 
 # Close codes the server uses (RFC 6455 numbers).
 CLOSE_ENDED = 1000  # after `session.end`
+CLOSE_GOING_AWAY = 1001  # the server is shutting down (after `session.ending`)
 CLOSE_POLICY = 1008  # after `error` "slow_consumer" or "rate_limited"; a websocket on a path other than WS_PATH
 CLOSE_TOO_BIG = 1009  # a frame over the server's `max_message_bytes`
 CLOSE_FULL = 1013  # every session slot is taken (the handshake normally answers 503 first)
@@ -558,6 +559,17 @@ class TimerFired(ServerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionEnding(ServerEvent):
+    """The server is going away (`reason` "shutdown": it was told to stop). From now on it takes no
+    audio and starts no turn; a reply in progress goes on to its `reply.done` if it can within
+    `drain_ms`, then the connection closes with 1001 (at once when no reply is in progress)."""
+
+    type: ClassVar[str] = "session.ending"
+    reason: str = ""
+    drain_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(ServerEvent):
     """A bad frame or a failed stage; the session goes on (except after "slow_consumer",
     "rate_limited" and a failed session start: then the connection closes). `code`: ProtocolError's
@@ -572,7 +584,7 @@ class ErrorEvent(ServerEvent):
 SERVER_EVENTS: dict[str, type[ServerEvent]] = {cls.type: cls for cls in (
     SessionStarted, VADSpeechStarted, VADSpeechStopped, TranscriptPartial, TranscriptFinal, TurnEnd,
     ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone, ReplyUnspeakable,
-    ReplyInterrupted, MetricsTurn, TimerFired, ErrorEvent)}
+    ReplyInterrupted, MetricsTurn, TimerFired, SessionEnding, ErrorEvent)}
 SERVER_TYPES = frozenset(SERVER_EVENTS)
 
 
