@@ -49,3 +49,17 @@ def test_serve_and_mic_take_the_option_too(module):
     assert build_config(parser.parse_args([])).llm.dtype == "auto"
     assert build_config(parser.parse_args(["--llm-dtype", "bfloat16"])).llm.dtype == "bfloat16"
     assert build_config(parser.parse_args([])).llm.quantize == "auto"
+
+
+def test_serve_takes_the_drain_limit():
+    import argparse
+
+    from headstart.cli.serve import add_arguments, server_config_from_args
+
+    parser = argparse.ArgumentParser()
+    add_arguments(parser)
+    assert server_config_from_args(parser.parse_args([])).drain_s == 10.0
+    assert server_config_from_args(parser.parse_args(["--drain-s", "2.5"])).drain_s == 2.5
+    assert server_config_from_args(parser.parse_args(["--drain-s", "0"])).drain_s == 0.0
+    for bad in ("-1", "nan", "inf"):
+        assert "--drain-s" in server_config_from_args(parser.parse_args(["--drain-s", bad]))

@@ -6,6 +6,8 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from headstart.server.protocol import (
     CLIENT_TYPES,
@@ -72,6 +74,51 @@ def test_pcm16_frames():
     assert info.value.code == "odd_byte_length" and "3 bytes" in info.value.message
 
 
+def test_pcm16_stream_joins_a_sample_split_across_frames():
+    """The server's reading of a connection's binary frames: one byte stream, an odd byte carried."""
+    from headstart.server.protocol import PCM16Stream
+
+    data = np.array([1, -2, 300, -32768, 32767, 12345], dtype="<i2").tobytes()
+    stream = PCM16Stream()
+    got = [stream.feed(data[:3]), stream.feed(data[3:4]), stream.feed(b""), stream.feed(data[4:11])]
+    assert [g.shape[0] for g in got] == [1, 1, 0, 3] and stream.pending_bytes == 1
+    got.append(stream.feed(memoryview(data)[11:]))
+    assert stream.pending_bytes == 0
+    np.testing.assert_array_equal(np.concatenate(got), parse_audio(data))
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=2000), st.lists(st.integers(0, 2000), max_size=20))
+def test_pcm16_stream_is_the_byte_stream_however_it_is_cut(data, cuts):
+    from headstart.server.protocol import PCM16Stream
+
+    stream = PCM16Stream()
+    bounds = sorted({0, len(data), *(c for c in cuts if c <= len(data))})
+    got = [stream.feed(data[a:b]) for a, b in zip(bounds, bounds[1:])]
+    whole = len(data) - len(data) % 2
+    assert stream.pending_bytes == len(data) % 2
+    np.testing.assert_array_equal(np.concatenate([np.zeros(0, np.float32), *got]), parse_audio(data[:whole]))
+
+
+def test_the_shutdown_and_unspeakable_events_round_trip():
+    from headstart.server.protocol import (
+        ReplyUnspeakable,
+        SessionEnding,
+        SessionLimits,
+        SessionStarted,
+        decode_server_event,
+        encode_server_event,
+    )
+
+    ending = SessionEnding(reason="shutdown", drain_ms=10000.0)
+    assert json.loads(encode_server_event(ending)) == {"type": "session.ending", "reason": "shutdown",
+                                                       "drain_ms": 10000.0}
+    unspeakable = ReplyUnspeakable(reply_id="r2", text="正午です。", spoken="Sorry, I can only speak English.")
+    for event in (ending, unspeakable, SessionStarted(limits=SessionLimits(65536, 4.0, 60000.0))):
+        assert decode_server_event(encode_server_event(event)) == event
+    assert {"session.ending", "reply.unspeakable"} <= SERVER_TYPES
+
+
 def test_server_events_are_json_with_a_known_type():
     assert json.loads(server_event("turn.end", audio_ms=12.0)) == {"type": "turn.end", "audio_ms": 12.0}
     assert json.loads(error_event("busy", "full"))["type"] == "error"
@@ -84,8 +131,6 @@ def test_server_events_are_json_with_a_known_type():
 
 # -- numbers of any size: JSON allows any number of digits --------------------------
 
-from hypothesis import given, settings  # noqa: E402
-from hypothesis import strategies as st  # noqa: E402
 
 _FIELD_NAMES = ("sample_rate", "format", "reply_id", "position_ms")
 # integers of 1..4299 digits (Python's json refuses 4300 and more: malformed_json), either sign, and the

@@ -186,7 +186,8 @@ def test_token_origin_and_session_cap(run):
 
 
 def test_bad_frames_get_error_events_and_the_session_goes_on(run):
-    """cases.md (server): PCM where JSON was expected and the reverse; wrong rate; odd length."""
+    """cases.md (server): PCM where JSON was expected and the reverse; wrong rate. (An odd length is no
+    error: the byte stream is what counts, tests/test_server_wire.py.)"""
     async def main():
         server = await started_server()
         codes = []
@@ -207,8 +208,7 @@ def test_bad_frames_get_error_events_and_the_session_goes_on(run):
                 codes.append((await recv_json(ws))["code"])
                 await ws.send(pcm.decode("latin-1"))  # PCM bytes in a text frame
                 codes.append((await recv_json(ws))["code"])
-                await ws.send(pcm[:641])  # odd byte length
-                codes.append((await recv_json(ws))["code"])
+                await ws.send(pcm[:641])  # odd byte length: its last byte waits for the next frame, no error
                 await ws.send('{"type": "session.start"}')
                 codes.append((await recv_json(ws))["code"])
                 await ws.send("{oops")
@@ -226,7 +226,7 @@ def test_bad_frames_get_error_events_and_the_session_goes_on(run):
         return codes
 
     assert run(main()) == ["not_started", "unsupported_rate", "unexpected_binary", "malformed_json",
-                           "odd_byte_length", "already_started", "malformed_json", "unknown_type"]
+                           "already_started", "malformed_json", "unknown_type"]
 
 
 def test_invalid_utf8_text_frame_is_a_defined_close():
@@ -255,20 +255,140 @@ def test_audio_rate_limit_on_a_fake_clock():
     assert sum(limit.allow(0.02) for _ in range(50)) == 20
 
 
-def test_audio_faster_than_allowed_is_dropped_with_an_error(run):
+def test_the_default_allowance_takes_a_reconnect_flush_and_keeps_a_real_time_client_whole():
+    """ServerConfig's defaults: a client that reconnects and flushes 15 s of audio at once, then goes on
+    in real time for an hour, is never refused; a minute at once is the bound."""
+    config = ServerConfig()
+    clock = FakeClock()
+    limit = AudioRateLimit(clock, config.max_audio_speed, config.audio_burst_s)
+    assert all(limit.allow(0.02) for _ in range(750))  # 15 s at once
+    for _ in range(3600 * 50):  # an hour of 20 ms frames in real time
+        clock.advance(0.02)
+        assert limit.allow(0.02)
+    assert limit.allow(59.9)  # by now the whole minute is back in hand ...
+    assert not limit.allow(0.2)  # ... and no more
+
+
+def test_audio_beyond_the_allowance_gets_one_error_and_a_close_1008(run):
+    """A client far beyond the allowance is told once and closed (before: each frame was dropped with an
+    error of its own, and the words in them were lost); its slot is free, the server goes on."""
     async def main():
-        server = await started_server(max_audio_speed=1.0, audio_burst_s=0.1)
+        server = await started_server(max_audio_speed=1.0, audio_burst_s=0.1, max_sessions=1)
         try:
             async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
                 await ws.send('{"type": "session.start"}')
                 await recv_json(ws)
-                for _ in range(20):
-                    await ws.send(np.zeros(320, "<i2").tobytes())
-                return (await recv_json(ws))["code"]
+                for _ in range(200):
+                    try:
+                        await ws.send(np.zeros(320, "<i2").tobytes())
+                    except ConnectionClosed:
+                        break
+                codes = []
+                with pytest.raises(ConnectionClosed) as info:
+                    while True:
+                        codes.append((await recv_json(ws))["code"])
+                close = info.value.rcvd
+            await asyncio.sleep(0.05)
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as again:  # the one slot is free
+                await again.send('{"type": "session.start"}')
+                assert (await recv_json(again))["type"] == "session.started"
+            return codes, close
         finally:
             await server.close()
 
-    assert run(main()) == "rate_limited"
+    codes, close = run(main())
+    assert codes == ["rate_limited"]
+    assert close is not None and close.code == 1008
+
+
+def test_odd_length_frames_reach_the_session_as_the_exact_sample_stream(run):
+    """Frames of 641 and 639 bytes in turn, a 1-byte frame and an empty one: the session's listener gets
+    every sample of the byte stream, bit for bit, and the client gets no error."""
+    from fakes import ScriptedListener
+
+    heard: list[np.ndarray] = []
+
+    class RecordingListener(ScriptedListener):
+        async def push(self, frame) -> None:
+            heard.append(np.asarray(frame.samples).copy())
+            await super().push(frame)
+
+    stream = (np.random.default_rng(1).standard_normal(16000) * 3000).astype("<i2").tobytes()
+    frames, lo = [b"\x01", b""], 0
+    stream = b"\x01" + stream[1:]  # the 1-byte frame is the first sample's low byte
+    lo = 1
+    while lo < len(stream):
+        size = 641 if len(frames) % 2 == 0 else 639
+        frames.append(stream[lo:lo + size])
+        lo += size
+
+    async def main():
+        server = VoiceServer(no_model_components(), ServerConfig(port=0),
+                             listener=lambda eou, acoustic: RecordingListener([], eou, acoustic))
+        await server.start()
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.start"}')
+                assert (await recv_json(ws))["type"] == "session.started"
+                for frame in frames:
+                    await ws.send(frame)
+                await ws.send('{"type": "fuzz.sentinel"}')  # answered once every frame before it was taken
+                return await recv_json(ws)
+        finally:
+            await server.close()
+
+    answer = run(main())
+    assert answer["code"] == "unknown_type" and "fuzz.sentinel" in answer["message"]  # and no error before it
+    expected = np.frombuffer(stream, "<i2").astype(np.float32) / 32768
+    np.testing.assert_array_equal(np.concatenate(heard), expected)
+
+
+def test_a_reply_the_voice_cannot_speak_reaches_the_client_as_reply_unspeakable(run):
+    """A reply only in Japanese: the voice says the fallback sentence, and the client hears why
+    (`reply.unspeakable` with the reply's own text) before its `reply.done`."""
+    from dataclasses import replace
+
+    from fakes import ScriptedLLM, ScriptedListener, ScriptedTTS
+
+    from headstart.clock import MonotonicClock
+    from headstart.config import SessionConfig
+    from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded, SpeechStarted
+    from headstart.tts.base import UNSPEAKABLE_FALLBACK
+
+    turn = [(0.3, SpeechStarted(0.3)), (1.0, SpeechEnded(1.0)), (1.1, FinalTranscript("What time is it?", 1.0)),
+            (1.2, EndOfTurn(1.2, 0.2))]
+
+    async def main():
+        clock = MonotonicClock()
+        llm = ScriptedLLM(clock, default="正午です。")
+        llm.gate.set()
+        tts = ScriptedTTS()
+        config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
+        server = VoiceServer(Components(config=config, asr=None, llm=llm, tts=tts), ServerConfig(port=0), clock=clock,
+                             listener=lambda eou, acoustic: ScriptedListener(turn, eou, acoustic))
+        await server.start()
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.start"}')
+                events = [await recv_json(ws)]
+                for _ in range(75):
+                    await ws.send(bytes(640))
+                while events[-1]["type"] != "metrics.turn":
+                    events.append(await recv_json(ws, 10))
+                return events, tts.spoken
+        finally:
+            await server.close()
+            server.components.close()
+
+    events, spoken = run(main())
+    assert spoken == [UNSPEAKABLE_FALLBACK]
+    types = [e["type"] for e in events]
+    (unspeakable,) = [e for e in events if e["type"] == "reply.unspeakable"]
+    (started,) = [e for e in events if e["type"] == "reply.started"]
+    assert unspeakable == {"type": "reply.unspeakable", "reply_id": started["reply_id"], "text": "正午です。",
+                           "spoken": UNSPEAKABLE_FALLBACK}
+    assert types.index("reply.audio.start") < types.index("reply.unspeakable") < types.index("reply.done")
+    assert [e["text"] for e in events if e["type"] == "reply.done"] == ["正午です。"]
 
 
 # -- fuzz: hostile frames -----------------------------------------------------------------------------
@@ -305,7 +425,7 @@ def expected_error(frame) -> str | None:
                     return "unexpected_binary"
             except ValueError:
                 pass
-        return "odd_byte_length" if len(frame) % 2 else None
+        return None  # audio of any byte length: an odd byte waits for the next frame
     try:
         message = parse_client_text(frame)
     except ProtocolError as exc:

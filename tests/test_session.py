@@ -257,3 +257,50 @@ def test_a_session_runs_no_task_before_its_first_audio_and_none_once_closed():
     finally:
         components.close()
     assert after == [] and all(t.done() for t in running)
+
+
+def test_drain_resumes_a_paused_reply_and_ends_the_stream():
+    """The server's shutdown (`Session.drain`) while the user has started to speak over the reply, which
+    the client plays (paused for a possible barge-in): no words can confirm that barge-in now, so the
+    reply resumes; the event stream ends, and audio is refused. (A reply whose audio is still leaving
+    is waited for: tests/test_server_shutdown.py.)"""
+    from headstart.session.reply import ReplyPaused, ReplyResumed
+
+    clock = FakeClock()
+    config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
+    llm = ScriptedLLM(clock, default="One two three four five six seven eight nine ten eleven twelve.")
+    llm.gate.set()
+    tts = ScriptedTTS(seconds_per_word=0.25)  # 3 s of reply audio, played in real time from 1.8 s
+    components = Components(config=config, asr=None, llm=llm, tts=tts, tts_executor=InlineExecutor())
+    script = [*user_turn("What time is it?"), (2.4, SpeechStarted(2.4)), (3.5, SpeechEnded(3.5)),
+              (3.6, FinalTranscript("Wait a moment.", 3.5)), (3.8, EndOfTurn(3.8, 0.9))]
+
+    async def main():
+        session = Session(components, clock, echo=None, realtime_playback=True, playback_lead_s=1.0,
+                          listener=lambda eou, acoustic: ScriptedListener(script, eou, acoustic))
+        events: list = []
+
+        async def consume():
+            async for event in session:
+                events.append(event)
+
+        consumer = asyncio.create_task(consume())
+        for _ in range(25):  # 2.5 s: the user speaks over the reply from 2.4 s
+            clock.advance(FRAME_S)
+            await session.push_audio(AudioFrame(np.zeros(int(16000 * FRAME_S), np.float32), 16000))
+            await settle()
+        before = list(events)
+        await asyncio.wait_for(session.drain(), 10)
+        await asyncio.wait_for(consumer, 10)
+        with pytest.raises(RuntimeError):
+            await session.push_audio(AudioFrame(np.zeros(1600, np.float32), 16000))
+        await session.commit()  # nothing: the listener is gone
+        return before, events[len(before):]
+
+    try:
+        before, after = asyncio.run(main())
+    finally:
+        components.close()
+    assert isinstance(before[-1], ReplyPaused) and [type(e) for e in after] == [ReplyResumed]
+    assert after[0].reply_id == before[-1].reply_id
+    assert [e.text for e in before if isinstance(e, FinalTranscript)] == ["What time is it?"]

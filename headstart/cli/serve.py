@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--token", default=None, help="require this bearer token (default: $HEADSTART_TOKEN if set)")
     parser.add_argument("--max-sessions", type=int, default=d.max_sessions)
     parser.add_argument("--max-message-bytes", type=int, default=d.max_message_bytes)
+    parser.add_argument("--drain-s", type=float, default=d.drain_s,
+                        help="on SIGTERM or Ctrl-C, how long replies in progress may take to finish before every "
+                        f"connection closes with 1001 (seconds, default {d.drain_s:g}; a second signal stops at once)")
     add_pipeline_arguments(parser, "server")
 
 
@@ -32,8 +35,11 @@ def server_config_from_args(args: argparse.Namespace) -> ServerConfig | str:
                 "HEADSTART_TOKEN unset) to serve without one")
     if args.max_sessions < 1 or args.max_message_bytes < 1024:
         return "--max-sessions must be >= 1 and --max-message-bytes >= 1024"
+    if not 0 <= args.drain_s < float("inf"):  # NaN too
+        return "--drain-s must be a finite number of seconds >= 0"
     return ServerConfig(host=args.host, port=args.port, allowed_origins=tuple(args.origins), token=token,
-                        max_sessions=args.max_sessions, max_message_bytes=args.max_message_bytes)
+                        max_sessions=args.max_sessions, max_message_bytes=args.max_message_bytes,
+                        drain_s=args.drain_s)
 
 
 def run_from_args(args: argparse.Namespace) -> int:

@@ -1,7 +1,10 @@
 """One websocket client of the server: its frames go into its `Session`, the Session's events come out.
 
 Every bad frame gets an `error` event and the session goes on; a client that goes away has all of its
-session's tasks cancelled at once; one that reads too slowly is closed (headstart/server/send_lag.py).
+session's tasks cancelled at once; one that reads too slowly is closed (headstart/server/send_lag.py);
+one that sends audio beyond its allowance (headstart/server/rate_limit.py) gets one `error`
+"rate_limited" and a close with 1008. The binary frames are one byte stream (`PCM16Stream`): a sample
+split across two frames is joined. On shutdown the server drains each connection (`drain`).
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from headstart.audio import SAMPLE_RATE_HZ, AudioError, AudioFrame
 from headstart.clock import Clock
 from headstart.server import protocol as wire
 from headstart.server.config import ServerConfig
-from headstart.server.protocol import ProtocolError, encode_server_event, error_event, parse_audio, parse_client_text
+from headstart.server.protocol import PCM16Stream, ProtocolError, encode_server_event, error_event, parse_client_text
 from headstart.server.rate_limit import AudioRateLimit
 from headstart.server.send_lag import SendLag
 from headstart.server.session_frames import session_frames
@@ -41,10 +44,14 @@ class Connection:
         self.session: Any = None  # a headstart.session.session.Session once started
         self.writer: asyncio.Task | None = None
         self.limit = AudioRateLimit(clock, config.max_audio_speed, config.audio_burst_s)
+        self.audio = PCM16Stream()  # the client's audio bytes, joined across frames
         self.ended = asyncio.Event()  # all tasks of this connection are over
         self.output = SendLag(ws, config)
         self.watchdog: asyncio.Task | None = None  # the send-lag probe (`_watch_send_lag`)
         self.slow_consumer = False
+        self.refused = False  # closed for audio beyond its allowance: what it still sends is dropped
+        self.draining = False  # the server is shutting down (`drain`): audio is no longer taken
+        self._closing: asyncio.Task | None = None  # the close after "rate_limited"
         self._release = release
         self._slot_held = True
 
@@ -59,7 +66,7 @@ class Connection:
 
         try:
             async for message in self.ws:
-                if self.slow_consumer:
+                if self.slow_consumer or self.refused:
                     continue  # its session is over; only the closing handshake is left
                 if isinstance(message, bytes):
                     await self._on_binary(message)
@@ -72,6 +79,9 @@ class Connection:
             await self._shutdown()
 
     async def _shutdown(self) -> None:
+        if self._closing is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._closing
         if self.watchdog is not None and not self.slow_consumer:
             self.watchdog.cancel()
         if self.watchdog is not None:  # a slow consumer's close is bounded by `slow_close_s`
@@ -95,22 +105,63 @@ class Connection:
         if wire.looks_like_json(data):
             await self._error("unexpected_binary", "JSON events must be sent as text frames, not binary")
             return
-        try:
-            samples = parse_audio(data)
-        except ProtocolError as exc:
-            await self._error(exc.code, exc.message)
-            return
         if self.session is None:
             await self._error("not_started", 'send {"type": "session.start"} before audio')
             return
+        if self.draining:
+            return  # the server is shutting down: no new turn (the client was told: session.ending)
+        samples = self.audio.feed(data)  # an odd trailing byte waits for the next frame
+        if samples.shape[0] == 0:
+            return
         if not self.limit.allow(samples.shape[0] / SAMPLE_RATE_HZ):
-            await self._error("rate_limited", f"audio is accepted at most {self.limit.speed:g}x faster than "
-                              "real time; this frame was dropped")
+            await self._refuse_fast_audio()
             return
         try:
             await self.session.push_audio(AudioFrame(samples, SAMPLE_RATE_HZ))
         except (AudioError, RuntimeError) as exc:
             await self._error("bad_audio", str(exc))
+
+    async def _refuse_fast_audio(self) -> None:
+        """Audio beyond the allowance: end the session (its slot is free), send one `error`
+        "rate_limited" behind what is queued, then close with 1008. Dropping frames instead would cut
+        words out of the user's speech and answer every frame with an error."""
+        self.refused = True
+        log.warning("closing a client that sent audio faster than allowed (%g s at once, then %gx real time)",
+                    self.limit.burst_s, self.limit.speed)
+        await self._stop_output()
+        await self._error("rate_limited", f"audio came faster than the server takes it: at most "
+                          f"{self.limit.burst_s:g} s of audio at once, then {self.limit.speed:g}x real time; "
+                          "the session is over (close 1008)")
+        self._closing = asyncio.create_task(self.ws.close(wire.CLOSE_POLICY, "audio faster than allowed"),
+                                            name="server-close-refused")
+
+    async def _stop_output(self) -> None:
+        """Stop the writer and the session (no more model work for it) and free the slot."""
+        if self.writer is not None:
+            self.writer.cancel()  # its frame is in the socket's buffer already: nothing half-sent
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self.writer
+        if self.session is not None:
+            await self.session.aclose()
+        self.release_slot()
+
+    async def drain(self, notice: str) -> None:
+        """The server is shutting down: send `notice` (the `session.ending` frame) to a started session,
+        take no more audio, let the reply in progress finish (`Session.drain`) and its last events
+        leave, then close with 1001. Returns once the close is done; the caller bounds it (cancelling
+        it stops waiting; the caller then closes the socket)."""
+        from websockets.exceptions import ConnectionClosed
+
+        self.draining = True
+        if self.slow_consumer or self.refused:
+            return  # already closing
+        with contextlib.suppress(ConnectionClosed):
+            if self.session is not None:
+                await self.output.send(notice)
+                await self.session.drain()
+                if self.writer is not None:
+                    await asyncio.wait({self.writer})  # it ends with the session's events
+            await self.ws.close(wire.CLOSE_GOING_AWAY, "the server is shutting down")
 
     async def _on_text(self, text: str) -> bool:
         """Handle one text frame; True when the client ended the session."""
@@ -123,7 +174,8 @@ class Connection:
             if self.session is not None:
                 await self._error("already_started", "this connection already has a session")
                 return False
-            await self._start()
+            if not self.draining:  # shutting down: no new session, the close (1001) follows
+                await self._start()
             return False
         if isinstance(message, wire.SessionEnd):
             await self.ws.close(wire.CLOSE_ENDED, "session ended")
@@ -164,7 +216,7 @@ class Connection:
             protocol=wire.PROTOCOL_VERSION, session_id=f"s{id(self.session):x}",
             input=wire.AudioFormat(SAMPLE_RATE_HZ, wire.INPUT_FORMAT),
             output=wire.AudioFormat(tts_rate, wire.INPUT_FORMAT),
-            limits=wire.SessionLimits(c.max_message_bytes, c.max_audio_speed),
+            limits=wire.SessionLimits(c.max_message_bytes, c.max_audio_speed, wire.ms(c.audio_burst_s) or 0.0),
             llm=wire.LLMInfo(**self.components.llm_info()),
         )))
         self.writer = asyncio.create_task(self._write(), name="server-writer")
@@ -200,11 +252,5 @@ class Connection:
         """Stop the output and the session, free the slot, then close behind the queued data."""
         self.slow_consumer = True
         log.warning("closing a slow consumer: sent data unread for %.1f s", self.config.max_send_lag_s)
-        if self.writer is not None:
-            self.writer.cancel()  # its frame is in the socket's buffer already: nothing half-sent
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self.writer
-        if self.session is not None:
-            await self.session.aclose()  # no more model work for it
-        self.release_slot()
+        await self._stop_output()
         await self.output.close_behind_backlog()

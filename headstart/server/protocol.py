@@ -5,10 +5,12 @@ fields are the JSON object's members, in order (`type` comes first, from the cla
 
     client -> server   `ClientMessage`s: SessionStart, InputCommit, InputClear, PlaybackPosition,
                        ReplyInterrupt, SessionReset, SessionEnd; binary frames of PCM16 mono 16 kHz audio
+                       (one byte stream: `PCM16Stream` joins a sample split across frames)
     server -> client   `ServerEvent`s: SessionStarted, VADSpeechStarted, VADSpeechStopped,
                        TranscriptPartial, TranscriptFinal, TurnEnd, ReplyStarted, ReplyTextDelta,
                        ReplyAudioStart (then binary PCM16 frames at its `sample_rate`), ReplyPaused,
-                       ReplyResumed, ReplyDone, ReplyInterrupted, MetricsTurn, ErrorEvent
+                       ReplyResumed, ReplyDone, ReplyUnspeakable, ReplyInterrupted, MetricsTurn,
+                       TimerFired, SessionEnding, ErrorEvent
 
 One encoder each way: `encode_client_message` (clients), `encode_server_event` (the server); one
 checked parser each way: `parse_client_text` (the server), `decode_server_event` (clients). Times on
@@ -39,7 +41,8 @@ MAX_REPLY_ID_CHARS = 64
 
 # Close codes the server uses (RFC 6455 numbers).
 CLOSE_ENDED = 1000  # after `session.end`
-CLOSE_POLICY = 1008  # after `error` "slow_consumer"; a websocket on a path other than WS_PATH
+CLOSE_GOING_AWAY = 1001  # the server is shutting down (after `session.ending`)
+CLOSE_POLICY = 1008  # after `error` "slow_consumer" or "rate_limited"; a websocket on a path other than WS_PATH
 CLOSE_TOO_BIG = 1009  # a frame over the server's `max_message_bytes`
 CLOSE_FULL = 1013  # every session slot is taken (the handshake normally answers 503 first)
 
@@ -50,8 +53,8 @@ class ProtocolError(ValueError):
     Attributes:
         code: a stable machine-readable reason: "malformed_json", "not_an_object", "missing_type",
             "unknown_type", "invalid_field", "unsupported_rate", "unsupported_format",
-            "odd_byte_length", "unexpected_binary", "not_started", "already_started",
-            "rate_limited", "busy".
+            "odd_byte_length" (`parse_audio` only: the server joins split samples, `PCM16Stream`),
+            "unexpected_binary", "not_started", "already_started", "rate_limited", "busy".
         message: the human explanation (it names the field and what was expected).
     """
 
@@ -259,6 +262,31 @@ def parse_audio(data: bytes | bytearray | memoryview) -> np.ndarray:
     return np.frombuffer(data, dtype="<i2").astype(np.float32) * np.float32(1.0 / 32768.0)
 
 
+class PCM16Stream:
+    """One connection's audio as the byte stream it is, however the client cuts it into frames: a frame
+    of an odd number of bytes leaves its last byte here, and that byte becomes the low byte of the next
+    frame's first sample (a client that cuts a buffer at arbitrary byte counts loses nothing).
+
+    `pending_bytes` is 0 or 1: the half sample held back. A byte still held when the connection ends is
+    half a sample (31 us): dropped without an error."""
+
+    def __init__(self) -> None:
+        self._carry = b""
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._carry)
+
+    def feed(self, data: bytes | bytearray | memoryview) -> np.ndarray:
+        """The whole samples the stream holds after `data`: float32 (num_samples,) scaled by 1/32768
+        (num_samples may be 0: a 1-byte frame). Never raises."""
+        if self._carry:
+            data = self._carry + bytes(data)
+        cut = len(data) - len(data) % 2
+        self._carry = bytes(data[cut:])
+        return parse_audio(memoryview(data)[:cut])
+
+
 def looks_like_json(data: bytes) -> bool:
     """Whether a binary frame holds a JSON object (a client that sent an event as binary: the server
     answers "unexpected_binary" instead of playing it as audio)."""
@@ -291,10 +319,13 @@ class AudioFormat:
 
 @dataclass(frozen=True, slots=True)
 class SessionLimits:
-    """The largest frame accepted (bytes) and how much faster than real time audio may come."""
+    """The largest frame accepted (bytes) and how fast audio may come: `audio_burst_ms` of audio at
+    once, refilled at `max_audio_speed` x real time (a client beyond that gets `error` "rate_limited"
+    and a close with 1008)."""
 
     max_message_bytes: int = 0
     max_audio_speed: float = 0.0
+    audio_burst_ms: float = 0.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -425,6 +456,18 @@ class ReplyDone(ServerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ReplyUnspeakable(ServerEvent):
+    """Reply `reply_id`'s text (`text`, as the LLM wrote it) held words but none the voice can speak
+    (another script): its audio says `spoken` instead (a short fallback sentence). Comes before its
+    `reply.done`; the history keeps `text`."""
+
+    type: ClassVar[str] = "reply.unspeakable"
+    reply_id: str = ""
+    text: str = ""
+    spoken: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class ReplyInterrupted(ServerEvent):
     """The reply stopped after `played_ms` of its audio: flush the playback buffer (`flush` is always
     true). The history keeps `heard_text`. `reason`: "barge_in", "client", "new_turn", "reset"."""
@@ -516,10 +559,22 @@ class TimerFired(ServerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class SessionEnding(ServerEvent):
+    """The server is going away (`reason` "shutdown": it was told to stop). From now on it takes no
+    audio and starts no turn; a reply in progress goes on to its `reply.done` if it can within
+    `drain_ms`, then the connection closes with 1001 (at once when no reply is in progress)."""
+
+    type: ClassVar[str] = "session.ending"
+    reason: str = ""
+    drain_ms: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(ServerEvent):
-    """A bad frame or a failed stage; the session goes on (except after "slow_consumer" and a failed
-    session start). `code`: ProtocolError's codes, "bad_audio", "stale_reply", "internal",
-    "slow_consumer", "llm_unavailable", "llm_rejected", "llm_broken", "llm_failed"."""
+    """A bad frame or a failed stage; the session goes on (except after "slow_consumer",
+    "rate_limited" and a failed session start: then the connection closes). `code`: ProtocolError's
+    codes, "bad_audio", "stale_reply", "internal", "slow_consumer", "llm_unavailable", "llm_rejected",
+    "llm_broken", "llm_failed"."""
 
     type: ClassVar[str] = "error"
     code: str = ""
@@ -528,8 +583,8 @@ class ErrorEvent(ServerEvent):
 
 SERVER_EVENTS: dict[str, type[ServerEvent]] = {cls.type: cls for cls in (
     SessionStarted, VADSpeechStarted, VADSpeechStopped, TranscriptPartial, TranscriptFinal, TurnEnd,
-    ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone, ReplyInterrupted,
-    MetricsTurn, TimerFired, ErrorEvent)}
+    ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone, ReplyUnspeakable,
+    ReplyInterrupted, MetricsTurn, TimerFired, SessionEnding, ErrorEvent)}
 SERVER_TYPES = frozenset(SERVER_EVENTS)
 
 

@@ -1,4 +1,7 @@
-"""How fast a client may send audio: a token bucket over audio seconds."""
+"""How fast a client may send audio (`ServerConfig.audio_burst_s`, `max_audio_speed`): a token bucket
+over audio seconds. A plain synchronous policy on an injected clock; the connection closes a client it
+refuses (one `error` "rate_limited", then 1008) rather than dropping frames one by one, which would cut
+words out of the user's speech and answer each frame with an error."""
 
 from __future__ import annotations
 
@@ -6,8 +9,9 @@ from headstart.clock import Clock
 
 
 class AudioRateLimit:
-    """Token bucket over audio seconds: refills `speed` audio-seconds per clock second, holds at most
-    `burst_s`. `allow(duration_s)` takes the frame's duration if it fits."""
+    """Token bucket over audio seconds: starts full, holds at most `burst_s` (a client may send that
+    much audio at once), refills `speed` audio-seconds per clock second. `allow(duration_s)` takes the
+    frame's duration (seconds of audio) if it fits, and says whether it did."""
 
     def __init__(self, clock: Clock, speed: float, burst_s: float) -> None:
         self._clock = clock

@@ -15,6 +15,7 @@ from headstart.session.reply import (
     ReplyPaused,
     ReplyResumed,
     ReplyStarted,
+    ReplyUnspeakable,
     TurnCompleted,
 )
 
@@ -52,6 +53,8 @@ def _wire_events(event: object) -> list[wire.ServerEvent]:
         return [wire.ReplyPaused(reply_id=event.reply_id)]
     if isinstance(event, ReplyResumed):
         return [wire.ReplyResumed(reply_id=event.reply_id)]
+    if isinstance(event, ReplyUnspeakable):
+        return [wire.ReplyUnspeakable(reply_id=event.reply_id, text=event.text, spoken=event.spoken)]
     if isinstance(event, ReplyInterrupted):
         return [wire.ReplyInterrupted(reply_id=event.reply_id, heard_text=event.heard_text,
                                       played_ms=ms(event.played_s), reason=event.reason, flush=True)]

@@ -6,6 +6,7 @@
     await listening.commit()                   # push-to-talk released: the utterance ends now
     await listening.restart()                  # drop the audio in progress: a fresh listener
     await listening.end_input()                # the listener's last events, then its task ends
+    await listening.stop()                     # no more events: the speech in progress is dropped
 
 The listener (headstart/seams.py `SpeechListener`: voice/listener.py `Listener`, or a test's scripted
 one) runs in one task per listener, started with the first audio (an idle session runs nothing). Each
@@ -111,6 +112,16 @@ class Listening:
         is cancelled and awaited."""
         task = self._task
         self.listener, self._task = self._make(), None
+        if task is not None:
+            if not task.done():
+                task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
+    async def stop(self) -> None:
+        """Stop listening, dropping the speech in progress: the current listener's task is cancelled
+        and awaited, and no more of its events come (no final transcript, no end of turn)."""
+        task, self._task = self._task, None
         if task is not None:
             if not task.done():
                 task.cancel()

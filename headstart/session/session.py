@@ -326,6 +326,28 @@ class Session:
                 await reply.task
         self._out.put_nowait(_END)
 
+    async def drain(self) -> None:
+        """Take no more input and start no new turn, but let the reply in progress finish (the server's
+        shutdown): the user's speech in progress is dropped (no final transcript, no end of turn), a
+        held reply and the timers are cancelled, a reply paused for a possible barge-in resumes (no
+        words can confirm it now). Returns once the current reply has finished (its TurnCompleted is
+        queued; at once when there is none); then the event stream ends. Cancel it to stop waiting
+        (`aclose` then stops the reply). Afterwards `push_audio` raises RuntimeError and `commit` and
+        `clear_input` do nothing."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._listening.stop()
+        if self._timer is not None:
+            self._timer.cancel()
+        self.head_start.cancel("closed")
+        self._close_timers()
+        self.replies.apply(self.turns.cleared())
+        reply = self.replies.current
+        if reply is not None and reply.task is not None:
+            await asyncio.wait({reply.task})  # its own cancellation or failure is its events' business
+        self._out.put_nowait(_END)
+
     async def aclose(self) -> None:
         """Stop everything at once (the client went away): no more events are produced."""
         self._closed = True

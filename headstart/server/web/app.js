@@ -152,6 +152,7 @@ function onDisconnected(e) {
   const delay = BACKOFF_MS[Math.min(attempt, BACKOFF_MS.length - 1)] * (0.8 + 0.4 * Math.random());
   attempt += 1;
   const why = e.code === 1013 ? 'The server is full.' : e.code === 1000 ? 'The server ended the session.'
+    : e.code === 1001 ? 'The server shut down (it may be restarting).'
     : wasStarted ? 'The connection to the server was lost.' : 'The server cannot be reached.';
   showAlert(`${why} Reconnecting in ${(delay / 1000).toFixed(1)} s (attempt ${attempt})…`);
   setConnection('reconnecting', 'Reconnecting…');
@@ -239,6 +240,9 @@ function onEvent(ev) {
       break;
     case 'metrics.turn':
       onMetrics(ev);
+      break;
+    case 'session.ending':
+      showAlert('The server is shutting down: the reply in progress finishes, then it reconnects.');
       break;
     case 'error':
       stats.errors.push(ev.code);
