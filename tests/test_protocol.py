@@ -169,3 +169,16 @@ def test_short_json_keeps_small_values_and_cuts_the_rest():
 
     assert short_json(Odd()) == "<Odd>"
     json.dumps([short_json(v) for v in (object(), b"bytes", {"k": [float("-inf")]})], allow_nan=False)
+
+
+def test_timer_fired_encodes_although_it_has_a_member_named_kind():
+    from headstart.server.protocol import TimerFired, decode_server_event, encode_server_event
+    from headstart.server.session_frames import session_frames
+    from headstart.session.timers import TimerFired as SessionTimerFired
+
+    (frame,) = session_frames(SessionTimerFired(3, "alarm", "7:30 AM", "", "It's 7:30 AM. This is your alarm."))
+    assert json.loads(frame) == {"type": "timer.fired", "timer_id": 3, "kind": "alarm", "label": "7:30 AM", "name": "",
+                                 "text": "It's 7:30 AM. This is your alarm."}
+    assert decode_server_event(frame) == TimerFired(timer_id=3, kind="alarm", label="7:30 AM", name="",
+                                                    text="It's 7:30 AM. This is your alarm.")
+    assert json.loads(encode_server_event(TimerFired(kind="timer")))["kind"] == "timer"

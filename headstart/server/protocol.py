@@ -606,10 +606,10 @@ def encode_server_event(event: ServerEvent) -> str:
     return server_event(event.type, **to_fields(event))
 
 
-def server_event(kind: str, **fields: Any) -> str:
+def server_event(kind: str, /, **fields: Any) -> str:
     """One server -> client JSON text frame from its type and members, unchecked against the event's
     fields (`encode_server_event` is the typed form). ValueError for a type not in `SERVER_TYPES` or a
-    number that is not finite."""
+    number that is not finite. (`kind` is positional-only: `timer.fired` has a member named "kind".)"""
     if kind not in SERVER_TYPES:
         raise ValueError(f"not a server event type: {kind!r}")
     return json.dumps({"type": kind, **fields}, ensure_ascii=False, allow_nan=False)
