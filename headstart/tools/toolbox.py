@@ -8,7 +8,8 @@ registered ones; the matcher that picks a call for a final transcript; and the t
     toolbox.close()                                        # the session ended: its timers are cancelled
 
 `route` has no side effect (the session may call it for a held reply that is later dropped); only
-`run` acts.
+`run` acts. Making a Toolbox parses the templates the first time in a process (~0.6 s); `warm_up`
+does it, and loads the unit registry, ahead.
 """
 
 from __future__ import annotations
@@ -62,6 +63,8 @@ class Toolbox:
             self._builtin -= {tool.name}
         self._timeout_s = timeout_s
         self.matcher = IntentMatcher(tuple(tools or ()))
+        # parsed once per process: here (a session starting) rather than at its first final transcript
+        self.matcher.load()
 
     def route(self, text: str) -> ToolCall | None:
         """The validated tool call `text` asks for, or None (no template matches, or none whose arguments
@@ -102,5 +105,5 @@ def warm_up() -> None:
     call costs nothing. Reads only installed package data: nothing is downloaded."""
     from headstart.tools.units import unit_name
 
-    IntentMatcher().matches("warm up")
+    IntentMatcher().load()
     unit_name("meters")
