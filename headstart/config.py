@@ -270,10 +270,10 @@ class SessionConfig:
     # could you say that again?" (headstart/session/ask_back.py) instead of an answer to words the user
     # may not have said; None: always answer. Chosen on clean and garbled turns: docs/listening.md
     ask_back_below: float | None = 0.70
-    # local tools (headstart/tools/, docs/tools.md): a final transcript a tool serves gets its spoken
-    # answer instead of the LLM's. False (the default for now: the latency benches and many tests use
-    # "What time is it?" as an LLM turn): every reply is the LLM's
-    tools: bool = False
+    # local tools (headstart/tools/, docs/tools.md): a final transcript a tool serves ("What time is
+    # it?", "Set a timer for ten minutes") gets its spoken answer instead of the LLM's; any other goes to
+    # the LLM as before. False (`--no-tools`): every reply is the LLM's
+    tools: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,23 @@ import hypothesis  # noqa: F401
 import pytest  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _private_data_dir(tmp_path_factory):
+    """Tools are on by default, and a session that hears "add milk to my shopping list" keeps it in the
+    user's data folder: the tests get a folder of their own ($HEADSTART_DATA_DIR), never the real one."""
+    import os
+
+    from headstart.tools.lists import DATA_DIR_ENV
+
+    before = os.environ.get(DATA_DIR_ENV)
+    os.environ[DATA_DIR_ENV] = str(tmp_path_factory.mktemp("headstart-data"))
+    yield
+    if before is None:
+        os.environ.pop(DATA_DIR_ENV, None)
+    else:
+        os.environ[DATA_DIR_ENV] = before
+
+
 @pytest.fixture
 def one_torch_thread():
     """torch on one thread for the test (tiny forwards on a shared 2-core machine are erratic on two);

@@ -161,6 +161,33 @@ def test_view_renders_scripted_events():
     assert MicView.lines({"type": "transcript.final", "text": "hi"}) == ["you: hi"]
 
 
+def test_view_shows_tool_calls_and_timers():
+    from rich.console import Console
+
+    view = MicView()
+    call = {"type": "tool.call", "reply_id": "r1", "call_id": "c1", "name": "timer_start", "arguments": {"seconds": 60.0}}
+    result = {"type": "tool.result", "reply_id": "r1", "call_id": "c1", "name": "timer_start", "ok": True,
+              "result": "Timer set for one minute.", "duration_ms": 0.3}
+    failed = {"type": "tool.result", "reply_id": "r2", "call_id": "c2", "name": "ring_bell", "ok": False,
+              "result": None, "error": "tool ring_bell timed out after 2 s"}
+    fired = {"type": "timer.fired", "timer_id": 1, "kind": "timer", "label": "one minute", "name": "",
+             "text": "Your one minute timer is done."}
+    for e in [{"type": "transcript.final", "text": "Set a timer for one minute."}, call, result, failed, fired,
+              {"type": "reply.started", "reply_id": "r3", "transcript": ""},
+              {"type": "metrics.turn", "reply_id": "r3", "transcript": "", "vad_end_to_first_audio_ms": None}]:
+        view.apply(e)
+    assert view.history[1:] == [("tool", "timer_start {seconds: 60} -> Timer set for one minute."),
+                                ("tool", "ring_bell failed: tool ring_bell timed out after 2 s"),
+                                ("timer", "one minute timer went off")]
+    assert view.latency == []  # the timer's announcement is no user turn
+    console = Console(record=True, width=100)
+    console.print(view.render())
+    assert "timer_start {seconds: 60} -> Timer set for one minute." in console.export_text()
+    assert MicView.lines(call) == ["tool: timer_start {seconds: 60}"]
+    assert MicView.lines(failed) == ["tool: ring_bell failed: tool ring_bell timed out after 2 s"]
+    assert MicView.lines(fired) == ["timer: Your one minute timer is done."]
+
+
 class FakeServer:
     """A websocket server speaking the protocol's server side from a script (real loopback socket)."""
 

@@ -166,3 +166,64 @@ def test_any_json_number_in_any_field_raises_only_protocol_error(kind, name, num
     for value in message.fields.values():  # what the server then computes with is a plain finite number
         if isinstance(value, float):
             assert value == value and abs(value) < float("inf")
+
+
+# -- tool.call / tool.result --------------------------------------------------------------------------
+
+
+def test_tool_events_from_the_session_to_the_client():
+    from headstart.server.protocol import ToolCalled, ToolResult, decode_server_event
+    from headstart.server.session_frames import session_frames
+    from headstart.session.reply import ToolCalled as SessionToolCalled
+    from headstart.session.reply import ToolResult as SessionToolResult
+
+    (call,) = session_frames(SessionToolCalled("r4", "c2", "timer_start", {"seconds": 60.0, "name": "pasta"}))
+    assert json.loads(call) == {"type": "tool.call", "reply_id": "r4", "call_id": "c2", "name": "timer_start",
+                                "arguments": {"seconds": 60.0, "name": "pasta"}}
+    assert decode_server_event(call) == ToolCalled(reply_id="r4", call_id="c2", name="timer_start",
+                                                   arguments={"seconds": 60.0, "name": "pasta"})
+    (ok,) = session_frames(SessionToolResult("r4", "c2", "timer_start", True, "Pasta timer set for one minute.", "",
+                                             0.01234))
+    assert json.loads(ok) == {"type": "tool.result", "reply_id": "r4", "call_id": "c2", "name": "timer_start",
+                              "ok": True, "result": "Pasta timer set for one minute.", "duration_ms": 12.3}
+    (failed,) = session_frames(SessionToolResult("r4", "c3", "ring_bell", False, None,
+                                                 "tool ring_bell timed out after 2 s", 2.0))
+    event = decode_server_event(failed)
+    assert isinstance(event, ToolResult) and not event.ok and event.result is None
+    assert event.error == "tool ring_bell timed out after 2 s" and event.duration_ms == 2000.0
+    # whatever a registered tool returns, the frame is valid JSON and short
+    (small,) = session_frames(SessionToolResult("r5", "c4", "mine", True, {"x": float("nan"), "n": [1, 2]}, "", 0.0))
+    assert json.loads(small)["result"] == {"x": "nan", "n": [1, 2]}
+    (big,) = session_frames(SessionToolResult("r5", "c5", "mine", True, {"big": "y" * 500}, "", 0.0))
+    assert json.loads(big)["result"] == ("{'big': '" + "y" * 500)[:199] + "…"
+
+
+def test_short_json_keeps_small_values_and_cuts_the_rest():
+    from headstart.server.protocol import MAX_VALUE_CHARS, short_json
+
+    assert [short_json(v) for v in (None, True, 3, 2.5, "It's 3:42 PM.")] == [None, True, 3, 2.5, "It's 3:42 PM."]
+    assert short_json(float("inf")) == "inf" and short_json((1, 2)) == [1, 2] and short_json({1: "a"}) == {"1": "a"}
+    long = short_json("z" * 1000)
+    assert len(long) == MAX_VALUE_CHARS and long.endswith("…")
+    many = short_json(list(range(1000)))  # its JSON would be long: its str, cut
+    assert isinstance(many, str) and len(many) == MAX_VALUE_CHARS
+
+    class Odd:
+        def __str__(self) -> str:
+            raise RuntimeError("no")
+
+    assert short_json(Odd()) == "<Odd>"
+    json.dumps([short_json(v) for v in (object(), b"bytes", {"k": [float("-inf")]})], allow_nan=False)
+
+
+def test_timer_fired_encodes_although_it_has_a_member_named_kind():
+    from headstart.server.protocol import TimerFired, decode_server_event, encode_server_event
+    from headstart.server.session_frames import session_frames
+    from headstart.session.timers import TimerFired as SessionTimerFired
+
+    (frame,) = session_frames(SessionTimerFired(3, "alarm", "7:30 AM", "", "It's 7:30 AM. This is your alarm."))
+    assert json.loads(frame) == {"type": "timer.fired", "timer_id": 3, "kind": "alarm", "label": "7:30 AM", "name": "",
+                                 "text": "It's 7:30 AM. This is your alarm."}
+    assert decode_server_event(frame) == TimerFired(timer_id=3, kind="alarm", label="7:30 AM", name="",
+                                                    text="It's 7:30 AM. This is your alarm.")
+    assert json.loads(encode_server_event(TimerFired(kind="timer")))["kind"] == "timer"

@@ -355,7 +355,7 @@ def test_a_reply_the_voice_cannot_speak_reaches_the_client_as_reply_unspeakable(
     from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded, SpeechStarted
     from headstart.tts.base import UNSPEAKABLE_FALLBACK
 
-    turn = [(0.3, SpeechStarted(0.3)), (1.0, SpeechEnded(1.0)), (1.1, FinalTranscript("What time is it?", 1.0)),
+    turn = [(0.3, SpeechStarted(0.3)), (1.0, SpeechEnded(1.0)), (1.1, FinalTranscript("How do you say noon in Japanese?", 1.0)),
             (1.2, EndOfTurn(1.2, 0.2))]
 
     async def main():
@@ -609,3 +609,102 @@ def test_session_started_names_the_voice_rate_and_zero_without_a_voice(run):
         return rates
 
     assert run(main()) == [22050, 0]
+
+
+async def scripted_tool_server(turn: list, clock=None) -> VoiceServer:
+    """A server with tools on whose stages are scripted (tests/fakes.py): the client's audio drives the
+    `turn` script (the server's `listener` seam), the real matcher and tools answer."""
+    from dataclasses import replace
+
+    from fakes import ScriptedLLM, ScriptedListener, ScriptedTTS
+
+    from headstart.clock import MonotonicClock
+    from headstart.config import SessionConfig
+
+    clock = clock or MonotonicClock()
+    llm = ScriptedLLM(clock, default="I do not know.")
+    llm.gate.set()
+    config = replace(PipelineConfig(), session=SessionConfig(eou="none", tools=True))
+    server = VoiceServer(Components(config=config, asr=None, llm=llm, tts=ScriptedTTS()),
+                         ServerConfig(port=0), clock=clock,
+                         listener=lambda eou, acoustic: ScriptedListener(turn, eou, acoustic))
+    await server.start()
+    return server
+
+
+async def talk_until(ws, done, seconds: float = 1.5) -> list[dict]:
+    """Send `seconds` of silent audio (the scripted turn runs on it), then read events until `done(events)`."""
+    for _ in range(int(seconds / 0.02)):
+        await ws.send(bytes(640))
+    events: list[dict] = []
+    while not done(events):
+        events.append(await recv_json(ws, timeout=10))
+    return events
+
+
+def test_tool_events_and_a_timer_that_fires_reach_the_client(run):
+    """Over a real websocket: "Set a timer for 1 second." gets `tool.call` and `tool.result` between
+    `reply.started` and the reply's words; a second later `timer.fired` (its member "kind" once broke the
+    encoder, and with it the connection's whole output) and the announcement as a reply of its own."""
+    from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded, SpeechStarted
+
+    turn = [(0.3, SpeechStarted(0.3)), (1.0, SpeechEnded(1.0)), (1.1, FinalTranscript("Set a timer for 1 second.", 1.0)),
+            (1.2, EndOfTurn(1.2, 0.9))]
+
+    async def main():
+        server = await scripted_tool_server(turn)
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.start"}')
+                assert (await recv_json(ws))["type"] == "session.started"
+                return await talk_until(ws, lambda events: len([e for e in events if e["type"] == "reply.done"]) >= 2)
+        finally:
+            await server.close()
+            server.components.close()
+
+    events = run(main())
+    kinds = [e["type"] for e in events]
+    (call,), (result,), (fired,) = ([e for e in events if e["type"] == k] for k in ("tool.call", "tool.result", "timer.fired"))
+    first, second = [e for e in events if e["type"] == "reply.started"]
+    assert call == {"type": "tool.call", "reply_id": first["reply_id"], "call_id": call["call_id"], "name": "timer_start",
+                    "arguments": {"seconds": 1.0}}
+    assert result == {**result, "call_id": call["call_id"], "ok": True, "result": "Timer set for one second."}
+    assert kinds.index("reply.started") < kinds.index("tool.call") < kinds.index("tool.result") < kinds.index("reply.text.delta")
+    assert (fired["kind"], fired["label"], fired["text"]) == ("timer", "one second", "Your one second timer is done.")
+    assert second["transcript"] == "" and kinds.index("timer.fired") < kinds.index("reply.started", kinds.index("timer.fired"))
+    assert [e["text"] for e in events if e["type"] == "reply.done"] == ["Timer set for one second.",
+                                                                         "Your one second timer is done."]
+
+
+def test_an_event_the_wire_cannot_carry_is_an_error_and_the_output_goes_on(run, monkeypatch):
+    from headstart.events import EndOfTurn, FinalTranscript, SpeechEnded, SpeechStarted
+    from headstart.server import connection
+    from headstart.session.reply import ToolResult
+
+    frames = connection.session_frames
+
+    def broken(event):
+        if isinstance(event, ToolResult):
+            raise ValueError("cannot encode this")
+        return frames(event)
+
+    monkeypatch.setattr(connection, "session_frames", broken)
+    turn = [(0.3, SpeechStarted(0.3)), (1.0, SpeechEnded(1.0)), (1.1, FinalTranscript("What time is it?", 1.0)),
+            (1.2, EndOfTurn(1.2, 0.9))]
+
+    async def main():
+        server = await scripted_tool_server(turn)
+        try:
+            async with connect(f"ws://127.0.0.1:{server.port}/ws") as ws:
+                await ws.send('{"type": "session.start"}')
+                assert (await recv_json(ws))["type"] == "session.started"
+                return await talk_until(ws, lambda events: any(e["type"] == "metrics.turn" for e in events))
+        finally:
+            await server.close()
+            server.components.close()
+
+    events = run(main())
+    (error,) = [e for e in events if e["type"] == "error"]
+    assert error["code"] == "internal" and "cannot encode this" in error["message"]
+    assert [e["type"] for e in events if e["type"].startswith("tool.")] == ["tool.call"]
+    assert next(e for e in events if e["type"] == "reply.done")["text"].startswith("It's ")

@@ -1,6 +1,7 @@
 """The server end to end over a real loopback websocket with the real small models (whisper-tiny.en,
 smollm2-135m, the default voice hibari) and real recordings: a spoken turn, barge-in before and after the first reply
-audio, a false barge-in that resumes, a disconnect mid-reply, concurrent and idle sessions."""
+audio, a false barge-in that resumes, a disconnect mid-reply, concurrent and idle sessions, and tool calls
+(`tool.call` / `tool.result` for a released tool reply, none for a held one that is dropped)."""
 
 from __future__ import annotations
 
@@ -292,3 +293,75 @@ def test_disconnect_one_second_into_reply_audio_ends_every_task(components):
             await server.close()
 
     assert asyncio.run(main()) < 1.0
+
+
+# -- tools ---------------------------------------------------------------------------------------------
+
+
+def spoken(components, text: str) -> np.ndarray:
+    """`text` in the components' own voice, at 16 kHz (the ASR hears the project's TTS well)."""
+    tts = components.tts
+    return resample(np.concatenate(list(tts.synthesize(text))).astype(np.float32), tts.sample_rate, 16000)
+
+
+def test_tool_calls_over_the_wire_and_none_for_a_dropped_held_reply(components):
+    """Tools on (the real matcher): "Set a timer for one minute." is held as a tool reply while the user
+    pauses, then dropped when they go on speaking: no `tool.call` and no timer. "What time is it?" is
+    released: `tool.call` (get_time) and `tool.result` between `reply.started` and the reply's words,
+    which are the tool's answer. The end of turn waits 4 s of silence (a fixed silence, no EOU signal
+    for the endpointer) so that the held reply's fate is the test's to choose."""
+    from dataclasses import replace
+
+    config = components.config
+    tools_on = replace(components, config=replace(
+        config, session=replace(config.session, tools=True),
+        endpoint=replace(config.endpoint, semantic=False, silence_s=4.0)))
+    timer_request = spoken(components, "Set a timer for one minute.")
+    go_on = spoken(components, "No wait, what is the capital of France?")
+    time_request = spoken(components, "What time is it?")
+
+    async def held_tool_reply(session) -> None:
+        while not (session.head_start.held is not None and session.head_start.held.tool is not None):  # noqa: ASYNC110
+            await asyncio.sleep(0.02)
+
+    async def main():
+        server = await serve(tools_on)
+        try:
+            client = await open_client(server)
+            (connection,) = server.connections
+            session = connection.session
+            assert session.toolbox is not None
+            # 1. held, then dropped: the user goes on speaking before the end of turn
+            await client.send_audio(np.concatenate([silence(0.3), timer_request, silence(1.0)]))
+            await asyncio.wait_for(held_tool_reply(session), 60)
+            held = session.head_start.held
+            await client.send_audio(np.concatenate([go_on, silence(0.5)]))
+            await client.wait_for(lambda: "capital" in " ".join(e["text"] for e in client.of("transcript.final")).lower())
+            assert held.cancelled
+            await client.ws.send('{"type": "input.commit"}')
+            await client.wait_for(lambda: client.of("metrics.turn"), 120)
+            assert client.of("tool.call") == [] and session.toolbox.timers.find() == []
+            # 2. released: the tool runs once, between the reply's start and its words
+            await client.send_audio(np.concatenate([silence(0.3), time_request, silence(1.0)]))
+            await asyncio.wait_for(held_tool_reply(session), 60)
+            await client.ws.send('{"type": "input.commit"}')
+            await client.wait_for(lambda: len(client.of("metrics.turn")) >= 2, 120)
+            await client.ws.close()
+            return client
+        finally:
+            await server.close()
+
+    client = asyncio.run(main())
+    first, second = client.of("metrics.turn")
+    assert first["preemptive_misses"] >= 1 and "capital" in first["transcript"].lower()
+    (call,) = client.of("tool.call")
+    (result,) = client.of("tool.result")
+    started = client.of("reply.started")[-1]
+    assert call["reply_id"] == started["reply_id"] == result["reply_id"] == second["reply_id"]
+    assert (call["name"], call["arguments"]) == ("get_time", {}) and call["call_id"] == result["call_id"]
+    assert result["ok"] is True and "error" not in result and result["duration_ms"] >= 0
+    assert result["result"].startswith("It's ") and second["reply"] == result["result"]
+    assert second["preemptive"] == "hit"  # the held tool reply was released
+    replies = [e["type"] for e in client.events if e["type"].startswith(("reply.", "tool."))]
+    at = replies.index("tool.call")
+    assert replies[at - 1:at + 3] == ["reply.started", "tool.call", "tool.result", "reply.text.delta"]

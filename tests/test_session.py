@@ -36,8 +36,8 @@ def user_turn(final: str) -> list:
     """One user turn by audio time: speech 0.3-1.5 s, the final at 1.6 s, the end of turn at 1.8 s."""
     return [
         (0.3, SpeechStarted(0.3)),
-        (0.8, PartialTranscript("", "What time", 0.8)),
-        (1.2, PartialTranscript("What time", "is it?", 1.2)),
+        (0.8, PartialTranscript("", "How are", 0.8)),
+        (1.2, PartialTranscript("How are", "you?", 1.2)),
         (1.5, SpeechEnded(1.5)),
         (1.6, FinalTranscript(final, 1.5)),
         (1.8, EndOfTurn(1.8, 0.9)),
@@ -57,7 +57,7 @@ def run_turn(final: str, session_config: SessionConfig | None = None, answers: d
     `user_turn(final)`)."""
     clock = FakeClock()
     config = replace(PipelineConfig(), session=session_config or SessionConfig(eou="none"))
-    llm = ScriptedLLM(clock, answers or {"What time is it?": "It is noon.", "What time is it now?": "Still noon."})
+    llm = ScriptedLLM(clock, answers or {"How are you?": "I am fine.", "How are you today?": "Still fine."})
     tts = ScriptedTTS(seconds_per_word=0.25)
     components = Components(config=config, asr=None, llm=llm, tts=tts, tts_executor=InlineExecutor())
 
@@ -94,7 +94,7 @@ def kinds(events) -> list[str]:
 
 
 def test_a_held_reply_released_at_the_end_of_turn():
-    events, llm, tts, history = run_turn("What time is it?")
+    events, llm, tts, history = run_turn("How are you?")
     assert kinds(events) == [
         "SpeechStarted", "PartialTranscript", "PartialTranscript", "SpeechEnded", "FinalTranscript",
         "EndOfTurn", "ReplyStarted", "TokenDelta", "TokenDelta", "TokenDelta", "ReplyDone",
@@ -103,22 +103,22 @@ def test_a_held_reply_released_at_the_end_of_turn():
     assert (at["SpeechStarted"], at["SpeechEnded"], at["FinalTranscript"], at["EndOfTurn"]) == (0.3, 1.5, 1.6, 1.8)
     assert (at["ReplyStarted"], at["TokenDelta"], at["ReplyAudio"]) == (1.8, 2.0, 2.0)
     started = next(e for _, e in events if isinstance(e, ReplyStarted))
-    assert started.transcript == "What time is it?"
-    assert "".join(e.text for _, e in events if isinstance(e, TokenDelta)) == "It is noon."
+    assert started.transcript == "How are you?"
+    assert "".join(e.text for _, e in events if isinstance(e, TokenDelta)) == "I am fine."
     assert all(e.reply_id == started.reply_id for _, e in events
                if isinstance(e, (TokenDelta, ReplyDone, ReplyAudioStart, ReplyAudio, TurnCompleted)))
     (audio,) = [e for _, e in events if isinstance(e, ReplyAudio)]
     assert audio.frame.duration_s == pytest.approx(0.75)  # three words of the scripted voice
     # one prefill turn: opened before the user spoke (prewarm), fed every partial, gave the reply
     (turn,) = llm.turns
-    assert turn.updates == ["", "What time", "What time is it?"]
+    assert turn.updates == ["", "How are", "How are you?"]
     assert llm.asked == [[{"role": "system", "content": PipelineConfig().llm.system_prompt},
-                          {"role": "user", "content": "What time is it?"}]]
-    assert tts.spoken == ["It is noon."]
-    assert history == [{"role": "user", "content": "What time is it?"}, {"role": "assistant", "content": "It is noon."}]
+                          {"role": "user", "content": "How are you?"}]]
+    assert tts.spoken == ["I am fine."]
+    assert history == [{"role": "user", "content": "How are you?"}, {"role": "assistant", "content": "I am fine."}]
 
     timeline = events[-1][1].timeline
-    assert timeline.transcript == "What time is it?" and timeline.reply == "It is noon."
+    assert timeline.transcript == "How are you?" and timeline.reply == "I am fine."
     metrics = timeline.metrics()
     expected = {"vad_end_to_final_s": 0.1, "vad_end_to_turn_end_s": 0.3, "vad_end_to_first_token_s": 0.5,
                 "vad_end_to_first_audio_s": 0.5, "turn_end_to_first_audio_s": 0.2, "ttft_s": 0.2,
@@ -132,7 +132,7 @@ def test_a_held_reply_released_at_the_end_of_turn():
 
 def test_a_reply_the_voice_cannot_speak_is_heard_as_a_short_fallback_and_an_event_says_so():
     """A reply only in Japanese used to reach the voice as it was (the default voice made 0 s of it)."""
-    events, llm, tts, history = run_turn("What time is it?", answers={"What time is it?": "正午です。"})
+    events, llm, tts, history = run_turn("How are you?", answers={"How are you?": "正午です。"})
     assert tts.spoken == [UNSPEAKABLE_FALLBACK]
     (audio,) = [e for _, e in events if isinstance(e, ReplyAudio)]
     assert audio.frame.duration_s > 1.0
@@ -157,25 +157,25 @@ def test_a_lone_filler_gets_no_reply_like_speech_without_words(filler):
 
 
 def test_a_final_that_differs_drops_the_held_reply_and_answers_the_final():
-    events, llm, tts, history = run_turn("What time is it now?")
+    events, llm, tts, history = run_turn("How are you today?")
     assert kinds(events) == [
         "SpeechStarted", "PartialTranscript", "PartialTranscript", "SpeechEnded", "FinalTranscript",
         "EndOfTurn", "ReplyStarted", "TokenDelta", "TokenDelta", "ReplyDone",
         "ReplyAudioStart", "ReplyAudio", "TurnCompleted"]
     # held on the partial at the speech end, dropped by the final, held again on it, released
-    assert [m[-1]["content"] for m in llm.asked] == ["What time is it?", "What time is it now?"]
-    assert "".join(e.text for _, e in events if isinstance(e, TokenDelta)) == "Still noon."
-    assert tts.spoken == ["Still noon."]  # not one sound of the stale reply
+    assert [m[-1]["content"] for m in llm.asked] == ["How are you?", "How are you today?"]
+    assert "".join(e.text for _, e in events if isinstance(e, TokenDelta)) == "Still fine."
+    assert tts.spoken == ["Still fine."]  # not one sound of the stale reply
     timeline = events[-1][1].timeline
     assert timeline.head_start.preemptive == "hit" and timeline.head_start.misses == 1
     assert timeline.preemptive_drops == ["text_changed"]
     assert timeline.head_start.release.lead_s == pytest.approx(0.2)  # held since the final at 1.6 s
     assert timeline.metrics()["turn_end_to_first_audio_s"] == pytest.approx(0.2, abs=1e-9)
-    assert history[-1] == {"role": "assistant", "content": "Still noon."}
+    assert history[-1] == {"role": "assistant", "content": "Still fine."}
 
 
 def test_without_the_head_start_the_reply_starts_at_the_end_of_turn():
-    events, llm, tts, _ = run_turn("What time is it?", SessionConfig(eou="none", head_start=False))
+    events, llm, tts, _ = run_turn("How are you?", SessionConfig(eou="none", head_start=False))
     assert llm.turns == []  # no prefill turn, no held reply
     assert len(llm.asked) == 1
     at = {type(e).__name__: t for t, e in reversed(events)}
@@ -189,11 +189,11 @@ def test_a_confirmed_reply_in_one_session_drops_another_sessions_held_reply():
     A's held reply while it still generates; A's end of turn then generates its reply afresh (a miss)."""
     clock = FakeClock()
     config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
-    llm = ScriptedLLM(clock, {"What time is it?": "It is noon.", "Hello there.": "Hi."})
+    llm = ScriptedLLM(clock, {"How are you?": "I am fine.", "Hello there.": "Hi."})
     components = Components(config=config, asr=None, llm=llm, tts=ScriptedTTS(), tts_executor=InlineExecutor())
     plain = replace(components, config=replace(config, session=SessionConfig(eou="none", head_start=False)))
-    script_a = [(0.3, SpeechStarted(0.3)), (1.2, PartialTranscript("", "What time is it?", 1.2)),
-                (1.5, SpeechEnded(1.5)), (1.6, FinalTranscript("What time is it?", 1.5)), (2.4, EndOfTurn(2.4, 0.9))]
+    script_a = [(0.3, SpeechStarted(0.3)), (1.2, PartialTranscript("", "How are you?", 1.2)),
+                (1.5, SpeechEnded(1.5)), (1.6, FinalTranscript("How are you?", 1.5)), (2.4, EndOfTurn(2.4, 0.9))]
     script_b = [(0.3, SpeechStarted(0.3)), (1.0, PartialTranscript("", "Hello there.", 1.0)),
                 (1.2, SpeechEnded(1.2)), (1.3, FinalTranscript("Hello there.", 1.2)), (1.8, EndOfTurn(1.8, 0.9))]
 
@@ -223,11 +223,11 @@ def test_a_confirmed_reply_in_one_session_drops_another_sessions_held_reply():
         events = asyncio.run(main())
     finally:
         components.close()
-    # A held "What time is it?" at its speech end (1.5 s); B's confirmed reply (1.8 s) dropped it unheard
-    assert [m[-1]["content"] for m in llm.asked] == ["What time is it?", "Hello there.", "What time is it?"]
+    # A held "How are you?" at its speech end (1.5 s); B's confirmed reply (1.8 s) dropped it unheard
+    assert [m[-1]["content"] for m in llm.asked] == ["How are you?", "Hello there.", "How are you?"]
     (turn_a,) = [e.timeline for e in events["a"] if isinstance(e, TurnCompleted)]
     assert turn_a.head_start.preemptive == "miss" and turn_a.preemptive_drops == ["confirmed_elsewhere"]
-    assert turn_a.reply == "It is noon." and turn_a.reply_started_at_s == pytest.approx(2.4)
+    assert turn_a.reply == "I am fine." and turn_a.reply_started_at_s == pytest.approx(2.4)
     (turn_b,) = [e.timeline for e in events["b"] if isinstance(e, TurnCompleted)]
     assert turn_b.reply == "Hi." and turn_b.head_start.preemptive == "none"
 
@@ -235,12 +235,12 @@ def test_a_confirmed_reply_in_one_session_drops_another_sessions_held_reply():
 def test_a_session_runs_no_task_before_its_first_audio_and_none_once_closed():
     clock = FakeClock()
     config = replace(PipelineConfig(), session=SessionConfig(eou="none"))
-    llm = ScriptedLLM(clock, {"What time is it?": "It is noon."})  # its gate stays shut: the reply waits
+    llm = ScriptedLLM(clock, {"How are you?": "I am fine."})  # its gate stays shut: the reply waits
     components = Components(config=config, asr=None, llm=llm, tts=ScriptedTTS(), tts_executor=InlineExecutor())
 
     async def main():
         session = Session(components, clock, echo=None,
-                          listener=lambda eou, acoustic: ScriptedListener(user_turn("What time is it?"), eou, acoustic))
+                          listener=lambda eou, acoustic: ScriptedListener(user_turn("How are you?"), eou, acoustic))
         assert session.tasks == []
         for _ in range(18):  # to the end of turn: the released reply waits for its first token
             clock.advance(FRAME_S)

@@ -147,7 +147,7 @@ def test_a_low_probability_holds_nothing_and_eou_none_disables_it(monkeypatch):
 
 def test_stale_and_low_priority_jobs_give_way(monkeypatch):
     model = RecordingEOU(0.5)
-    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.6, PartialTranscript("", "What time is it", 0.6)),
+    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.6, PartialTranscript("", "How are you", 0.6)),
                                    (0.8, SpeechEnded(0.8)), (1.0, SpeechStarted(1.0)), (1.5, SpeechEnded(1.5))])
 
     async def main():
@@ -216,7 +216,7 @@ def test_the_speech_end_estimate_is_queued_before_a_held_reply(monkeypatch):
     """The held reply generates in one llm job; the endpointer waits for the estimate, so the estimate
     must be on the llm thread first (measured: the end of turn came 1 s later the other way round)."""
     model = RecordingEOU(0.6)
-    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.6, PartialTranscript("", "What time is it?", 0.6)),
+    rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.6, PartialTranscript("", "How are you?", 0.6)),
                                    (0.8, SpeechEnded(0.8))])
     order = recording_order(monkeypatch, rig)
 
@@ -233,7 +233,7 @@ def test_the_speech_end_estimate_is_queued_before_a_held_reply(monkeypatch):
 def test_the_final_is_estimated_before_a_held_reply_on_it(monkeypatch):
     model = RecordingEOU(0.6)
     rig = Rig(monkeypatch, model, [(0.1, SpeechStarted(0.1)), (0.8, SpeechEnded(0.8)),
-                                   (0.9, FinalTranscript("What time is it?", 0.8))])
+                                   (0.9, FinalTranscript("How are you?", 0.8))])
     order = recording_order(monkeypatch, rig)
 
     async def main():
@@ -241,8 +241,8 @@ def test_the_final_is_estimated_before_a_held_reply_on_it(monkeypatch):
         await rig.driver.until(0.9)  # no partial: the final starts the held reply
         assert order == ["eou", "held_reply"]
         await session.eou.settle()
-        assert model.calls == ["What time is it?"]
-        assert await rig.listener.eou_scorer("What time is it?") == 0.6 and len(model.calls) == 1  # shared
+        assert model.calls == ["How are you?"]
+        assert await rig.listener.eou_scorer("How are you?") == 0.6 and len(model.calls) == 1  # shared
         await session.aclose()
 
     rig.run(main)

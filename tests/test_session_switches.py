@@ -89,7 +89,7 @@ def run_turn(session_config: SessionConfig) -> ScriptedLLM:
     llm = ScriptedLLM(clock)
     components = Components(config=replace(PipelineConfig(), session=session_config), asr=None, llm=llm, tts=None)
     script = [(0.1, SpeechStarted(0.1)), (0.6, PartialTranscript("", "What is", 0.6)),
-              (1.2, PartialTranscript("What is", "the time?", 1.2)), (1.4, SpeechEnded(1.4))]
+              (1.2, PartialTranscript("What is", "the capital of France?", 1.2)), (1.4, SpeechEnded(1.4))]
 
     async def main():
         session = Session(components, clock=clock, listener=lambda *scorers: ScriptedListener(script, *scorers))
@@ -109,19 +109,19 @@ def held_texts(llm: ScriptedLLM) -> list[str]:
 
 def test_default_prefills_partials_and_holds_a_reply():
     llm = run_turn(SessionConfig())
-    assert llm.turns[0].updates == ["", "What is", "What is the time?"]  # prewarmed, then each partial
-    assert held_texts(llm) == ["What is the time?"]
+    assert llm.turns[0].updates == ["", "What is", "What is the capital of France?"]  # prewarmed, then each partial
+    assert held_texts(llm) == ["What is the capital of France?"]
 
 
 def test_incremental_prefill_off_holds_a_reply_without_prefilling_partials():
     llm = run_turn(SessionConfig(incremental_prefill=False))
     assert [t.updates for t in llm.turns] == [[]]  # opened only for the held reply
-    assert held_texts(llm) == ["What is the time?"]
+    assert held_texts(llm) == ["What is the capital of France?"]
 
 
 def test_preemptive_off_prefills_but_holds_nothing():
     llm = run_turn(SessionConfig(preemptive=False))
-    assert llm.turns[0].updates == ["", "What is", "What is the time?"] and held_texts(llm) == []
+    assert llm.turns[0].updates == ["", "What is", "What is the capital of France?"] and held_texts(llm) == []
 
 
 @pytest.mark.parametrize("extra", [{}, {"incremental_prefill": True, "preemptive": True}])
@@ -143,6 +143,10 @@ def test_demo_flags_map_to_the_switches():
     c = session_config_from_args(parser.parse_args(["--no-incremental-prefill"]))
     assert c.head_start and not c.incremental_prefill and c.preemptive
     assert not session_config_from_args(parser.parse_args(["--no-head-start"])).head_start
+    # tools are on by default; --no-tools turns them off, and no flag keeps what the base config says
+    assert SessionConfig().tools and session_config_from_args(parser.parse_args(["--tools"])).tools
+    assert not session_config_from_args(parser.parse_args(["--no-tools"])).tools
+    assert not session_config_from_args(parser.parse_args([]), SessionConfig(tools=False)).tools
 
 
 def test_a_session_decodes_with_the_process_decoder_unless_its_config_says_none():

@@ -3,11 +3,14 @@ tool that records when it runs: a held reply may be a tool reply, but its tool r
 of turn releases it, exactly once, and a held reply that is dropped (the user goes on speaking, the
 input is cleared, the session closes) or that belongs to another session leaves no side effect. Also:
 the history keeps the spoken answers (so "how long is left?" and "cancel it" follow), a failing tool
-is an apology and an error event, and a timer that fires speaks by itself."""
+is an apology and an error event, and a timer that fires speaks by itself. Every run is reported:
+`ToolCalled` before it and its `ToolResult` after it (also for a tool that fails, times out, or whose
+reply is cut off while it runs), and none for a held reply that is dropped."""
 
 from __future__ import annotations
 
 import asyncio
+import threading
 from dataclasses import replace
 
 import numpy as np
@@ -33,7 +36,7 @@ from headstart.events import (
     TokenDelta,
 )
 from headstart.session.components import Components
-from headstart.session.reply import ReplyStarted, StageError, TurnCompleted
+from headstart.session.reply import ReplyStarted, StageError, ToolCalled, ToolResult, TurnCompleted
 from headstart.session.session import Session, TimerFired
 from headstart.timeline import ToolUse
 from headstart.tools import APOLOGY, ToolRegistry
@@ -111,6 +114,9 @@ class Rig:
     def turns(self) -> list:
         return [e for e in self.events if isinstance(e, TurnCompleted)]
 
+    def tool_events(self) -> list:
+        return [e for e in self.events if isinstance(e, ToolCalled | ToolResult)]
+
 
 async def let_tools_run() -> None:
     """A tool runs on a worker thread: give it wall time to land (the FakeClock stands still)."""
@@ -148,6 +154,26 @@ def test_a_held_tool_reply_runs_its_tool_once_after_the_release(tmp_path):
     assert rig.session.history[-2:] == [{"role": "user", "content": SPY_TEXT}, {"role": "assistant", "content": "Ding."}]
 
 
+def test_a_released_tool_reply_reports_its_call_and_result_between_its_start_and_its_words(tmp_path):
+    rig = Rig(tmp_path, turn_script(SPY_TEXT))
+    run(rig, 2.0)
+    called, result = rig.tool_events()
+    (started,) = [e for e in rig.events if isinstance(e, ReplyStarted)]
+    assert called == ToolCalled(started.reply_id, called.call_id, "ring_bell", {})
+    assert (result.reply_id, result.call_id, result.name) == (started.reply_id, called.call_id, "ring_bell")
+    assert result.ok and result.value == "Ding." and result.error == "" and result.duration_s >= 0
+    kinds = rig.kinds()
+    assert kinds.index("ReplyStarted") < kinds.index("ToolCalled") < kinds.index("ToolResult") < kinds.index("TokenDelta")
+
+
+def test_a_timer_request_reports_its_arguments(tmp_path):
+    rig = Rig(tmp_path, turn_script("Set a timer for one minute.", 0.3, ("Set a timer", "for one minute.")))
+    run(rig, 2.0)
+    called, result = rig.tool_events()
+    assert (called.name, called.arguments) == ("timer_start", {"seconds": 60.0})
+    assert result.ok and result.value == "Timer set for one minute."
+
+
 def test_a_confirmed_tool_reply_runs_once_without_the_head_start(tmp_path):
     rig = Rig(tmp_path, turn_script(SPY_TEXT), head_start=False)
     run(rig, 2.0)
@@ -165,6 +191,7 @@ def test_a_dropped_held_reply_never_runs_its_tool_when_the_user_goes_on(tmp_path
     run(rig, 3.0, {1.6: lambda: held.append(rig.session.head_start.held)})
     assert held[0] is not None and held[0].cancelled  # it was held, then dropped
     assert rig.spy.runs == []  # no side effect
+    assert rig.tool_events() == []  # and no call reported
     assert rig.spoken() == "I do not know."  # the LLM answered the longer turn
 
 
@@ -180,7 +207,7 @@ def test_a_held_reply_dropped_by_a_cleared_input_or_a_closed_session_never_runs(
         await asyncio.wait_for(consumer, 10)
 
     asyncio.run(main())
-    assert rig.spy.runs == [] and "ReplyStarted" not in rig.kinds()
+    assert rig.spy.runs == [] and "ReplyStarted" not in rig.kinds() and rig.tool_events() == []
 
     closing = Rig(tmp_path, turn_script(SPY_TEXT))
 
@@ -270,6 +297,63 @@ def test_a_failing_tool_is_an_apology_and_an_error_event(tmp_path):
     (error,) = rig.errors
     assert error.code == "tool_failed" and "the bell is broken" in str(error)
     assert rig.session.history[-1] == {"role": "assistant", "content": APOLOGY}
+    called, result = rig.tool_events()
+    assert result.call_id == called.call_id and not result.ok and result.value is None
+    assert "RuntimeError: the bell is broken" in result.error
+
+
+def test_a_tool_that_outlasts_its_timeout_is_a_failed_result_and_the_session_goes_on(tmp_path):
+    script = turn_script(SPY_TEXT) + turn_script("What's up?", 2.3, ("What's", "up?"))
+    rig = Rig(tmp_path, script, answers={"What's up?": "Not much."})
+    release = threading.Event()
+
+    @rig.spy.registry.tool(name="ring_bell", sentences=["ring the bell"], timeout_s=0.05)
+    def stuck() -> str:
+        release.wait(5)
+        return "Ding."
+
+    rig.session.toolbox.registry.add(rig.spy.registry.get("ring_bell"))
+    try:
+        run(rig, 4.2, pauses=(2.0,))
+    finally:
+        release.set()
+    called, result = rig.tool_events()
+    assert not result.ok and "timed out after 0.05 s" in result.error
+    assert rig.spoken() == APOLOGY + "Not much."  # the apology, then the next turn as usual
+    assert [e.code for e in rig.errors] == ["tool_failed"]
+
+
+def test_a_reply_cut_off_while_its_tool_runs_still_reports_the_result(tmp_path):
+    rig = Rig(tmp_path, turn_script(SPY_TEXT), head_start=False)
+    release = threading.Event()
+    ran: list[float] = []
+
+    @rig.spy.registry.tool(name="ring_bell", sentences=["ring the bell"])
+    def slow() -> str:
+        release.wait(5)
+        ran.append(rig.clock.now())
+        return "Ding."
+
+    rig.session.toolbox.registry.add(rig.spy.registry.get("ring_bell"))
+
+    async def main():
+        consumer = asyncio.create_task(rig.consume())
+        await rig.driver.until(2.0)
+        await let_tools_run()
+        assert [type(e).__name__ for e in rig.tool_events()] == ["ToolCalled"]  # the tool is running
+        assert await rig.session.interrupt("client")
+        release.set()
+        await rig.finish()
+        await asyncio.wait_for(consumer, 10)
+
+    try:
+        asyncio.run(main())
+    finally:
+        release.set()
+    called, result = rig.tool_events()
+    assert len(ran) == 1 and result.call_id == called.call_id and result.ok and result.value == "Ding."
+    assert "ReplyInterrupted" in rig.kinds() and rig.spoken() == ""
+    assert rig.session.tasks == []
 
 
 def test_a_timer_speaks_when_it_fires_and_a_closed_session_cancels_its_timers(tmp_path, caplog):

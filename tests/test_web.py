@@ -396,3 +396,129 @@ def test_a_spoken_turn_in_a_real_browser(playwright, components, tmp_path):
     finally:
         chromium.close()
         server.stop()
+
+
+@pytest.mark.slow
+def test_tool_calls_and_a_timer_in_the_conversation_view(chromium):
+    """`tool.call` / `tool.result` fed to the page: a small line between the user's turn and the reply it
+    serves, running, then with its result (or why it failed, with no alert: the reply apologises); a
+    `timer.fired` is a line of its own, and its announcement (a reply with no user turn) is shown and
+    played, without counting as a turn in the latency view."""
+    server = ServerThread(no_model_components())
+    context = chromium.new_context(permissions=["microphone"])
+    try:
+        page = context.new_page()
+        page.add_init_script(RECORD_SENT)
+        page.goto(server.url)
+        page.click("#start")
+        page.wait_for_function("window.headstart.state.sessionStarted", timeout=10_000)
+        page.click("#mute")
+        dispatch = "e => window.headstart.dispatch(e)"
+        for event in [
+            {"type": "transcript.final", "text": "Set a timer for one minute.", "audio_ms": 2100},
+            {"type": "turn.end", "audio_ms": 2100, "eou_probability": 0.9},
+            {"type": "reply.started", "reply_id": "r1", "transcript": "Set a timer for one minute."},
+            {"type": "tool.call", "reply_id": "r1", "call_id": "c1", "name": "timer_start",
+             "arguments": {"seconds": 60.0}},
+        ]:
+            page.evaluate(dispatch, event)
+        tool = page.locator("#log li.tool")
+        assert tool.count() == 1 and tool.get_attribute("data-state") == "running"
+        assert tool.locator("code").inner_text() == "timer_start {seconds: 60}"
+        order = page.evaluate("[...document.querySelectorAll('#log li')].map(li => li.className)")
+        assert order == ["user", "tool", "agent"]  # under the user's turn, before the reply
+        page.evaluate(dispatch, {"type": "tool.result", "reply_id": "r1", "call_id": "c1", "name": "timer_start",
+                                 "ok": True, "result": "Timer set for one minute.", "duration_ms": 0.4})
+        assert tool.get_attribute("data-state") == "ok"
+        assert " ".join(tool.inner_text().split()) == "⏱ timer_start {seconds: 60} → Timer set for one minute."
+
+        for event in [
+            {"type": "transcript.final", "text": "Ring the bell.", "audio_ms": 5000},
+            {"type": "reply.started", "reply_id": "r2", "transcript": "Ring the bell."},
+            {"type": "tool.call", "reply_id": "r2", "call_id": "c2", "name": "ring_bell", "arguments": {}},
+            {"type": "tool.result", "reply_id": "r2", "call_id": "c2", "name": "ring_bell", "ok": False,
+             "result": None, "error": "tool ring_bell timed out after 2 s", "duration_ms": 2000.0},
+            {"type": "error", "code": "tool_failed", "message": "tool ring_bell timed out after 2 s"},
+        ]:
+            page.evaluate(dispatch, event)
+        failed = page.locator("#log li.tool[data-call-id='c2']")
+        assert failed.get_attribute("data-state") == "failed"
+        assert " ".join(failed.inner_text().split()) == "🔧 ring_bell ✗ tool ring_bell timed out after 2 s"
+        assert page.locator("#alert").is_hidden()
+
+        # the timer goes off: its line, then its announcement, spoken and played
+        played = page.evaluate("window.headstart.stats.repliesPlayed")
+        page.evaluate(dispatch, {"type": "timer.fired", "timer_id": 1, "kind": "timer", "label": "one minute",
+                                 "name": "", "text": "Your one minute timer is done."})
+        assert page_text(page, "#log li.timer") == "⏱ One minute timer went off"
+        page.evaluate(dispatch, {"type": "reply.started", "reply_id": "r3", "transcript": ""})
+        page.evaluate(dispatch, {"type": "reply.text.delta", "reply_id": "r3", "text": "Your one minute timer is done."})
+        page.evaluate(dispatch, {"type": "reply.audio.start", "reply_id": "r3", "sample_rate": 22050, "format": "pcm16"})
+        page.evaluate("""() => {
+            for (let f = 0; f < 5; f++) {
+              const pcm = new Int16Array(2205);
+              for (let i = 0; i < pcm.length; i++) pcm[i] = 8000 * Math.sin(2 * Math.PI * 440 * (f * 2205 + i) / 22050);
+              window.headstart.dispatch(pcm.buffer);
+            }
+        }""")
+        page.evaluate(dispatch, {"type": "reply.done", "reply_id": "r3", "text": "Your one minute timer is done.",
+                                 "audio_ms": 500.0})
+        page.evaluate(dispatch, {"type": "metrics.turn", "reply_id": "r3", "transcript": "",
+                                 "reply": "Your one minute timer is done."})
+        page.wait_for_function(f"window.headstart.stats.repliesPlayed > {played}", timeout=5_000)
+        assert page_text(page, "#log li.agent[data-reply-id='r3'] .body") == "Your one minute timer is done."
+        assert page.evaluate("[window.headstart.stats.timersFired, window.headstart.stats.announcements, "
+                             "window.headstart.metrics.length]") == [1, 1, 0]
+        assert sent(page, "playback.position")[-1]["reply_id"] == "r3"
+    finally:
+        context.close()
+        server.stop()
+
+
+@pytest.mark.slow
+def test_a_spoken_timer_request_shows_its_tool_line_and_the_timer_speaks(playwright, components, tmp_path):
+    """Tools on, the real models: "Set a timer for two seconds." through the fake microphone gets the tool
+    line under the user's turn with the tool's answer, then the timer's line and its announcement,
+    played."""
+    from headstart.audio import resample
+
+    tools_on = replace(components, config=replace(components.config,
+                                                  session=replace(components.config.session, tools=True)))
+    tts = components.tts
+    speech = resample(np.concatenate(list(tts.synthesize("Set a timer for two seconds."))).astype(np.float32),
+                      tts.sample_rate, 16000)
+    wav = fake_mic_wav(tmp_path, speech, lead_s=1.0, tail_s=8.0)
+    server = ServerThread(tools_on)
+    browser = launch(playwright, ["--use-fake-ui-for-media-stream", f"--use-file-for-fake-audio-capture={wav}%noloop"])
+    try:
+        page = browser.new_page()
+        console: list[str] = []
+        page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+        page.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+        page.goto(server.url)
+        page.click("#start")
+        try:
+            page.wait_for_selector("#log li.tool[data-state='ok']", timeout=60_000)
+            page.wait_for_function("window.headstart.stats.timersFired >= 1 && "
+                                   "window.headstart.stats.repliesPlayed >= 2", timeout=30_000)
+        except Exception:
+            ARTIFACTS.mkdir(exist_ok=True)
+            page.screenshot(path=str(ARTIFACTS / "web-tools-failed.png"))
+            raise AssertionError(f"page state: {page.evaluate('JSON.stringify(window.headstart)')}; "
+                                 f"log: {page.locator('#log').inner_text()}; console: {console}") from None
+        ARTIFACTS.mkdir(exist_ok=True)
+        page.screenshot(path=str(ARTIFACTS / "web-tools.png"), full_page=True)
+        tool = page.locator("#log li.tool")
+        assert tool.count() == 1
+        assert " ".join(tool.inner_text().split()) == "⏱ timer_start {seconds: 2} → Timer set for two seconds."
+        order = page.evaluate("[...document.querySelectorAll('#log li')].map(li => li.className)")
+        assert order == ["user", "tool", "agent", "timer", "agent"], order
+        assert page_text(page, "#log li.timer") == "⏱ Two second timer went off"
+        replies = page.locator("#log li.agent .body")
+        assert replies.nth(0).inner_text() == "Timer set for two seconds."
+        assert replies.nth(1).inner_text() == "Your two second timer is done."
+        assert page.evaluate("[window.headstart.metrics.length, window.headstart.stats.announcements]") == [1, 1]
+        assert not [c for c in console if c.startswith(("error", "pageerror"))], console
+    finally:
+        browser.close()
+        server.stop()

@@ -133,8 +133,10 @@ def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
                         "the LLM's hidden state (head), the LLM's end-of-turn token probability (token, alias "
                         "llm), auto (head where this LLM has one, else token) or none (punctuation, fixed "
                         "silence); default: auto")
-    parser.add_argument("--tools", action="store_true", help="local tools answer what they serve: time and "
-                        "date, timers and alarms, lists, a calculator, unit conversion (docs/tools.md)")
+    parser.add_argument("--tools", action=argparse.BooleanOptionalAction, default=None,
+                        help="local tools answer what they serve: the time and date, timers and alarms, lists, a "
+                        "calculator, unit conversion (docs/tools.md); on by default, --no-tools: every reply is "
+                        "the LLM's")
 
 
 def session_config_from_args(args: argparse.Namespace, base: SessionConfig | None = None) -> SessionConfig:
@@ -143,7 +145,12 @@ def session_config_from_args(args: argparse.Namespace, base: SessionConfig | Non
                    incremental_prefill=not getattr(args, "no_incremental_prefill", False),
                    preemptive=not getattr(args, "no_preemptive", False),
                    eou=getattr(args, "eou", None) or SessionConfig().eou,
-                   tools=bool(getattr(args, "tools", False)) or (base or SessionConfig()).tools)
+                   tools=_given(getattr(args, "tools", None), (base or SessionConfig()).tools))
+
+
+def _given(flag: bool | None, default: bool) -> bool:
+    """A `--x / --no-x` flag's value, or `default` when neither was given."""
+    return default if flag is None else flag
 
 
 def build_config(args: argparse.Namespace) -> PipelineConfig:

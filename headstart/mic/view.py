@@ -7,6 +7,7 @@ for a non-terminal stdout. No I/O here.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 
 _STATES = {
@@ -30,10 +31,12 @@ class MicView:
     committed: str = ""  # the partial transcript's stable words
     pending: str = ""  # ... and its unstable tail (greyed)
     reply: str = ""  # the reply being generated
-    history: list[tuple[str, str]] = field(default_factory=list)  # ("you" | "assistant", text)
+    history: list[tuple[str, str]] = field(default_factory=list)  # ("you" | "assistant" | "tool" | "timer", text)
     latency: list[dict] = field(default_factory=list)  # metrics.turn events, newest last
     error: str = ""
     echo_mode: str = ""
+    calls: dict[str, str] = field(default_factory=dict)  # call id -> the call as shown, until its result
+    announced: set[str] = field(default_factory=set)  # reply ids the agent started itself (a timer went off)
 
     def apply(self, event: dict) -> None:
         kind: str = event.get("type", "")
@@ -46,6 +49,8 @@ class MicView:
                 self._add("you", event["text"])
         elif kind == "reply.started":
             self.reply = ""
+            if event.get("transcript") == "":
+                self.announced.add(str(event.get("reply_id")))
         elif kind == "reply.text.delta":
             self.reply += event.get("text", "")
         elif kind == "reply.interrupted":
@@ -55,8 +60,16 @@ class MicView:
         elif kind == "reply.done":
             self._add("assistant", event.get("text") or self.reply)
             self.reply = ""
+        elif kind == "tool.call":
+            self.calls[str(event.get("call_id"))] = call_text(event)
+        elif kind == "tool.result":
+            call = self.calls.pop(str(event.get("call_id")), str(event.get("name", "")))
+            self._add("tool", f"{call} {result_text(event)}")
+        elif kind == "timer.fired":
+            self._add("timer", f"{event.get('name') or event.get('label')} {event.get('kind') or 'timer'} went off")
         elif kind == "metrics.turn":
-            self.latency = [*self.latency[-(_MAX_HISTORY - 1):], event]
+            if str(event.get("reply_id")) not in self.announced:  # a timer's announcement: no user turn to time
+                self.latency = [*self.latency[-(_MAX_HISTORY - 1):], event]
         elif kind == "error":
             self.error = f"{event.get('code')}: {event.get('message')}"
 
@@ -70,8 +83,9 @@ class MicView:
         from rich.text import Text
 
         talk = Text()
+        styles = {"you": "bold cyan", "tool": "grey50", "timer": "bold yellow"}
         for who, text in self.history:
-            talk.append(f"{who:>9}: ", style="bold cyan" if who == "you" else "bold green")
+            talk.append(f"{who:>9}: ", style=styles.get(who, "bold green"))
             talk.append(text + "\n")
         if self.committed or self.pending:
             talk.append("      you: ", style="bold cyan")
@@ -115,9 +129,32 @@ class MicView:
             return [f"latency: voice->voice {_ms(event.get('vad_end_to_first_audio_ms'))} ms, "
                     f"TTFT {_ms(event.get('ttft_ms'))} ms, TTS TTFA {_ms(event.get('tts_ttfa_ms'))} ms, "
                     f"head start {event.get('preemptive', 'none')}"]
+        if kind == "tool.call":
+            return [f"tool: {call_text(event)}"]
+        if kind == "tool.result":
+            return [f"tool: {event.get('name', '')} {result_text(event)}"]
+        if kind == "timer.fired":
+            return [f"timer: {event.get('text', '')}"]
         if kind == "error":
             return [f"error {event.get('code')}: {event.get('message')}"]
         return []
+
+
+def call_text(event: dict) -> str:
+    """A `tool.call` as a reader takes it in at a glance: "timer_start {seconds: 60}", "get_time"."""
+    arguments = event.get("arguments") or {}
+    parts = [f"{k}: {json.dumps(int(v) if isinstance(v, float) and v.is_integer() else v, ensure_ascii=False)}"
+             for k, v in (arguments.items() if isinstance(arguments, dict) else ())]
+    name = str(event.get("name", ""))
+    return f"{name} {{{', '.join(parts)}}}" if parts else name
+
+
+def result_text(event: dict) -> str:
+    """A `tool.result` after its call: "-> Timer set for one minute." or "failed: why"."""
+    if not event.get("ok"):
+        return f"failed: {event.get('error') or 'unknown error'}"
+    result = event.get("result")
+    return f"-> {result if isinstance(result, str) else json.dumps(result, ensure_ascii=False)}"
 
 
 def _ms(value) -> str:

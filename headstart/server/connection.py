@@ -239,7 +239,12 @@ class Connection:
                     code = code if isinstance(code, str) else "internal"
                     await self.ws.send(error_event(code, f"{type(exc).__name__}: {exc}"))
                     continue
-                for frame in session_frames(event):
+                try:
+                    frames = session_frames(event)
+                except Exception as exc:  # noqa: BLE001 - one event the wire cannot carry must not end the output
+                    log.exception("a %s event could not be encoded", type(event).__name__)
+                    frames = [error_event("internal", f"an event could not be sent: {type(exc).__name__}: {exc}")]
+                for frame in frames:
                     await self.output.send(frame)
         except ConnectionClosed:
             return

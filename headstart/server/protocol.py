@@ -10,7 +10,7 @@ fields are the JSON object's members, in order (`type` comes first, from the cla
                        TranscriptPartial, TranscriptFinal, TurnEnd, ReplyStarted, ReplyTextDelta,
                        ReplyAudioStart (then binary PCM16 frames at its `sample_rate`), ReplyPaused,
                        ReplyResumed, ReplyDone, ReplyUnspeakable, ReplyInterrupted, MetricsTurn,
-                       TimerFired, SessionEnding, ErrorEvent
+                       TimerFired, ToolCalled, ToolResult, SessionEnding, ErrorEvent
 
 One encoder each way: `encode_client_message` (clients), `encode_server_event` (the server); one
 checked parser each way: `parse_client_text` (the server), `decode_server_event` (clients). Times on
@@ -570,11 +570,78 @@ class SessionEnding(ServerEvent):
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCalled(ServerEvent):
+    """Reply `reply_id` runs tool `name` now with `arguments` (a JSON object); `call_id` ("c1", ...) names
+    the run in its `tool.result`. Sent only once the end of turn has released the reply: never for a
+    reply prepared ahead and dropped."""
+
+    type: ClassVar[str] = "tool.call"
+    reply_id: str = ""
+    call_id: str = ""
+    name: str = ""
+    arguments: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult(ServerEvent):
+    """Tool call `call_id` is over after `duration_ms`: `ok` and its `result` (a short JSON value, for the
+    built-in tools the spoken answer), or not `ok` (it raised or timed out; the reply speaks an apology)
+    with the reason in `error` (left out when ok). Every `tool.call` gets one, even when its reply
+    was cut off meanwhile."""
+
+    type: ClassVar[str] = "tool.result"
+    reply_id: str = ""
+    call_id: str = ""
+    name: str = ""
+    ok: bool = False
+    result: Any = None
+    error: str | None = field(default=None, metadata=OMIT_IF_NONE)
+    duration_ms: float | None = None
+
+
+MAX_VALUE_CHARS = 200  # a tool's result on the wire is a short summary, not a payload
+
+
+def short_json(value: Any, max_chars: int = MAX_VALUE_CHARS) -> Any:
+    """`value` as a short JSON value: None, bool, int and finite floats as they are, strings up to
+    `max_chars` characters (longer ones cut, ending in "…"), lists and dicts (keys as strings) of those
+    while their JSON stays within `max_chars` characters, anything else (or larger) as its `str`, cut
+    the same way. Never raises and never gives NaN or infinity (the wire refuses them)."""
+
+    def cut(text: str) -> str:
+        return text if len(text) <= max_chars else text[: max_chars - 1] + "…"
+
+    def plain(v: Any, depth: int) -> Any:
+        if v is None or isinstance(v, bool | int):
+            return v
+        if isinstance(v, float):
+            return v if math.isfinite(v) else str(v)
+        if isinstance(v, str):
+            return cut(v)
+        if depth < 3 and isinstance(v, list | tuple):
+            return [plain(x, depth + 1) for x in v]
+        if depth < 3 and isinstance(v, dict):
+            return {str(k): plain(x, depth + 1) for k, x in v.items()}
+        raise TypeError
+
+    try:
+        out = plain(value, 0)
+        if not isinstance(out, list | dict) or len(json.dumps(out, ensure_ascii=False)) <= max_chars:
+            return out
+    except (TypeError, ValueError, RecursionError):
+        pass
+    try:
+        return cut(str(value))
+    except Exception:  # noqa: BLE001 - a value whose str() fails is still reported
+        return cut(f"<{type(value).__name__}>")
+
+
+@dataclass(frozen=True, slots=True)
 class ErrorEvent(ServerEvent):
     """A bad frame or a failed stage; the session goes on (except after "slow_consumer",
     "rate_limited" and a failed session start: then the connection closes). `code`: ProtocolError's
     codes, "bad_audio", "stale_reply", "internal", "slow_consumer", "llm_unavailable", "llm_rejected",
-    "llm_broken", "llm_failed"."""
+    "llm_broken", "llm_failed", "tool_failed"."""
 
     type: ClassVar[str] = "error"
     code: str = ""
@@ -584,7 +651,7 @@ class ErrorEvent(ServerEvent):
 SERVER_EVENTS: dict[str, type[ServerEvent]] = {cls.type: cls for cls in (
     SessionStarted, VADSpeechStarted, VADSpeechStopped, TranscriptPartial, TranscriptFinal, TurnEnd,
     ReplyStarted, ReplyTextDelta, ReplyAudioStart, ReplyPaused, ReplyResumed, ReplyDone, ReplyUnspeakable,
-    ReplyInterrupted, MetricsTurn, TimerFired, SessionEnding, ErrorEvent)}
+    ReplyInterrupted, MetricsTurn, TimerFired, ToolCalled, ToolResult, SessionEnding, ErrorEvent)}
 SERVER_TYPES = frozenset(SERVER_EVENTS)
 
 
@@ -593,10 +660,10 @@ def encode_server_event(event: ServerEvent) -> str:
     return server_event(event.type, **to_fields(event))
 
 
-def server_event(kind: str, **fields: Any) -> str:
+def server_event(kind: str, /, **fields: Any) -> str:
     """One server -> client JSON text frame from its type and members, unchecked against the event's
     fields (`encode_server_event` is the typed form). ValueError for a type not in `SERVER_TYPES` or a
-    number that is not finite."""
+    number that is not finite. (`kind` is positional-only: `timer.fired` has a member named "kind".)"""
     if kind not in SERVER_TYPES:
         raise ValueError(f"not a server event type: {kind!r}")
     return json.dumps({"type": kind, **fields}, ensure_ascii=False, allow_nan=False)

@@ -16,6 +16,8 @@ from headstart.session.reply import (
     ReplyResumed,
     ReplyStarted,
     ReplyUnspeakable,
+    ToolCalled,
+    ToolResult,
     TurnCompleted,
 )
 
@@ -65,6 +67,14 @@ def _wire_events(event: object) -> list[wire.ServerEvent]:
             out.append(wire.ReplyDone(reply_id=event.reply_id, text=t.reply, audio_ms=ms(t.reply_audio_s)))
         out.append(turn_metrics(t, event.reply_id, event.interrupted))
         return out
+    if isinstance(event, ToolCalled):
+        return [wire.ToolCalled(reply_id=event.reply_id, call_id=event.call_id, name=event.name,
+                                arguments={k: wire.short_json(v) for k, v in event.arguments.items()})]
+    if isinstance(event, ToolResult):
+        return [wire.ToolResult(reply_id=event.reply_id, call_id=event.call_id, name=event.name, ok=event.ok,
+                                result=wire.short_json(event.value) if event.ok else None,
+                                error=None if event.ok else (event.error or "the tool failed"),
+                                duration_ms=ms(event.duration_s))]
     if isinstance(event, TimerFired):
         return [wire.TimerFired(timer_id=event.timer_id, kind=event.kind, label=event.label, name=event.name,
                                 text=event.text)]

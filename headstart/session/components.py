@@ -174,6 +174,11 @@ class Components:
         components = cls(config=config, asr=asr, llm=llm, tts=tts, llm_exactness=exactness,
                          speculative_off_reason=speculative_off, acoustic_eou=acoustic)
         components.eou_plan()  # the EOU model and its thresholds, once, before any session
+        if config.session.tools:
+            from headstart.tools.toolbox import warm_up
+
+            log("loading the tools' templates")
+            warm_up()  # else the first request would load them on the event loop, stalling every session
         return components
 
     def llm_info(self) -> dict:

@@ -11,7 +11,8 @@ the floor.
 
 A final transcript a tool serves (`Toolbox.route`) gets a tool reply: the tool's spoken answer instead
 of the LLM's, the tool run once the reply starts (a confirmed one) or is released (a held one), its call
-and outcome in `turn.tool`; a tool that failed adds a `StageError("tool_failed")` to the queue.
+and outcome in `turn.tool`. The queue gets `ToolCalled` before the run and its `ToolResult` after it
+(also when the reply is cut off meanwhile); a tool that failed adds a `StageError("tool_failed")`.
 
 Each reply's LLM stream is opened on the chat as it is when the reply starts running (or is given: a
 LiveTurn's reply), its TTS stream on the components' synthesiser. Its audio leaves paced by the
@@ -25,6 +26,7 @@ once (the reply's task does the waiting).
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -35,7 +37,15 @@ from headstart.seams import LLMReplyStream, LLMTurn
 from headstart.session.ask_back import ASK_BACK_TEXT, asks_back
 from headstart.session.conversation import Conversation
 from headstart.session.echo import EchoGuard, echo_text
-from headstart.session.reply import Reply, ReplyEvent, ReplyInterrupted, StageError, TurnCompleted
+from headstart.session.reply import (
+    Reply,
+    ReplyEvent,
+    ReplyInterrupted,
+    StageError,
+    ToolCalled,
+    ToolResult,
+    TurnCompleted,
+)
 from headstart.session.spoken_stream import SpokenStream
 from headstart.timeline import Interruption, ToolUse, TurnTimeline
 from headstart.tools.registry import ToolCall
@@ -43,6 +53,7 @@ from headstart.tools.toolbox import Toolbox
 from headstart.session.turntaking import Action, AgentState, Interrupt, Pause, Resume, TurnTaking
 
 _reply_ids = itertools.count(1)
+_call_ids = itertools.count(1)
 
 
 @dataclass(frozen=True, slots=True)
@@ -89,7 +100,7 @@ class Replies:
         turns: TurnTaking,
         echo: EchoGuard,
         conversation: Conversation,
-        put: Callable[[FromReply | ReplyInterrupted | TurnCompleted | Exception], None],
+        put: Callable[[FromReply | ReplyInterrupted | TurnCompleted | ToolCalled | ToolResult | Exception], None],
         *,
         owner: object,
         speech_started_at: Callable[[], float | None] = lambda: None,
@@ -114,6 +125,7 @@ class Replies:
         self._lead_s = playback_lead_s
         self._frame_s = audio_frame_s
         self.current: Reply | None = None
+        self._tool_tasks: set[asyncio.Task[str]] = set()
 
     @property
     def active(self) -> bool:
@@ -154,19 +166,39 @@ class Replies:
             return None
         return SpokenStream(ASK_BACK_TEXT, self._clock, reason="ask_back")
 
-    def _tool_run(self, call: ToolCall, reply_turn: Callable[[], TurnTimeline]):
-        """The `ToolRun` of a tool reply: runs `call` once (the reply calls it when released)."""
+    def _tool_run(self, call: ToolCall, reply_id: str, reply_turn: Callable[[], TurnTimeline]):
+        """The `ToolRun` of a tool reply: runs `call` once (the reply calls it when released), between a
+        `ToolCalled` and its `ToolResult`."""
         tools = self.tools
         assert tools is not None
+        name = call.tool.name
 
-        async def run() -> str:
+        async def run_and_report(call_id: str) -> str:
+            started_s = self._clock.now()
             outcome = await tools.run(call)
-            reply_turn().tool = ToolUse(name=call.tool.name, arguments=dict(call.arguments), ok=outcome.ok)
+            reply_turn().tool = ToolUse(name=name, arguments=dict(call.arguments), ok=outcome.ok)
+            self._put(ToolResult(reply_id, call_id, name, outcome.ok, outcome.value, outcome.error,
+                                 max(0.0, self._clock.now() - started_s)))
             if not outcome.ok:
                 self._put(StageError("tool_failed", outcome.error))
             self._on_tool_ran()
             return outcome.spoken
+
+        async def run() -> str:
+            call_id = f"c{next(_call_ids)}"
+            self._put(ToolCalled(reply_id, call_id, name, dict(call.arguments)))
+            # shielded: a reply cut off while its tool runs still reports the result (the tool acts on
+            # its worker thread either way, so the client must hear what it did)
+            task = asyncio.create_task(run_and_report(call_id), name=f"session-tool-{call_id}")
+            self._tool_tasks.add(task)
+            task.add_done_callback(self._tool_tasks.discard)
+            return await asyncio.shield(task)
         return run
+
+    @property
+    def tool_tasks(self) -> list[asyncio.Task[str]]:
+        """Tool runs still in progress (one may outlive its reply: it reports its result first)."""
+        return [t for t in self._tool_tasks if not t.done()]
 
     def new(self, turn: TurnTimeline, *, stream=None, held: bool = False, hypothesis: str = "",
             messages: list[dict[str, str]] | None = None, tool_call: ToolCall | None = None) -> Reply:
@@ -200,7 +232,7 @@ class Replies:
                       open_stream=self._open_stream, held=held, playback_lead_s=self._lead_s,
                       ahead_s=ahead_s, on_audio=on_audio, on_llm_started=lambda: priority.started(reply),
                       on_finished=self._finished, on_failed=self._failed, hypothesis=hypothesis, messages=messages,
-                      tool=None if tool_call is None else self._tool_run(tool_call, lambda: reply.turn))
+                      tool=None if tool_call is None else self._tool_run(tool_call, reply_id, lambda: reply.turn))
         return reply
 
     def start(self, turn: TurnTimeline, live=None) -> Reply:

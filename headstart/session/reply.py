@@ -102,6 +102,34 @@ class ReplyInterrupted:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCalled:
+    """Reply `reply_id` is about to run tool `name` with `arguments` (validated, JSON-able: str, int,
+    float, bool); `call_id` ("c1", ...) names the run in its `ToolResult`. Only a released reply runs
+    a tool, so a held reply that is dropped sends none."""
+
+    reply_id: str
+    call_id: str
+    name: str
+    arguments: dict[str, object]
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """Tool call `call_id` (of reply `reply_id`, tool `name`) is over after `duration_s` seconds on the
+    session's clock: `ok` and the tool's return `value` (its spoken answer for the built-in tools), or
+    not ok and why in `error` (it raised or outlasted its timeout: the reply speaks an apology). Every
+    `ToolCalled` gets one, also when its reply was cut off while the tool ran."""
+
+    reply_id: str
+    call_id: str
+    name: str
+    ok: bool
+    value: object
+    error: str
+    duration_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class TurnCompleted:
     """A user turn and its reply are over; `timeline` holds every timestamp of the turn."""
 

@@ -6,8 +6,9 @@
     async for event in session: ...                          # transcripts, reply tokens, reply audio
 
 Events out, in order: the listener's (SpeechStarted, PartialTranscript, SpeechEnded, FinalTranscript,
-EndOfTurn), then for the reply ReplyStarted, TokenDelta..., ReplyAudioStart, ReplyAudio..., ReplyDone
-(the LLM finished), and TurnCompleted with the turn's timeline once all its audio has left. A barge-in
+EndOfTurn), then for the reply ReplyStarted, (for a tool reply ToolCalled and ToolResult,) TokenDelta...,
+ReplyAudioStart, ReplyAudio..., ReplyDone (the LLM finished), and TurnCompleted with the turn's timeline
+once all its audio has left. A barge-in
 adds ReplyPaused / ReplyResumed, or ReplyInterrupted (then TurnCompleted with `interrupted=True`).
 Tokens and audio of an interrupted reply still queued are dropped, never delivered.
 
@@ -31,7 +32,7 @@ the session's `Conversation` (headstart/session/conversation.py: history, contin
 
 Tools (headstart/tools/, docs/tools.md): a final transcript a tool serves gets the tool's spoken answer
 instead of the LLM's (`Replies.route`); a held reply may be a tool reply, but its tool runs only once
-the end of turn releases it (`Reply`). A timer or alarm that fires sends `TimerFired` and an
+the end of turn releases it (`Reply`), between a `ToolCalled` and its `ToolResult`. A timer or alarm that fires sends `TimerFired` and an
 agent-initiated reply (headstart/session/timers.py); the session's end cancels its timers.
 """
 
@@ -68,6 +69,8 @@ from headstart.session.reply import (
     ReplyResumed,
     ReplyStarted,
     StageError,
+    ToolCalled,
+    ToolResult,
     TurnCompleted,
     heard_text,
 )
@@ -94,15 +97,15 @@ from headstart.session.turntaking import (
 __all__ = [
     "FILLER_WORDS", "Action", "AgentState", "Components", "EchoDetector", "Interrupt", "Pause", "Reply",
     "ReplyAudio", "ReplyAudioStart", "ReplyInterrupted", "ReplyPaused", "ReplyResumed", "ReplyStarted",
-    "Resume", "Session", "SessionEvent", "StartReply", "TimerFired", "TurnCompleted", "TurnTaking", "UserState", "content_words",
-    "heard_text", "is_echo_text", "normalized_xcorr_peak",
+    "Resume", "Session", "SessionEvent", "StartReply", "TimerFired", "ToolCalled", "ToolResult", "TurnCompleted",
+    "TurnTaking", "UserState", "content_words", "heard_text", "is_echo_text", "normalized_xcorr_peak",
 ]
 
 
 # -- the session --------------------------------------------------------------------------------------
 
 # What a session's iteration yields: the listener's events, each reply's, and the turn's end.
-SessionEvent = ListenerEvent | ReplyEvent | ReplyInterrupted | TurnCompleted | TimerFired
+SessionEvent = ListenerEvent | ReplyEvent | ReplyInterrupted | TurnCompleted | TimerFired | ToolCalled | ToolResult
 
 class _End:
     """The end of the session's event stream (queued when its input ended or it closed)."""
@@ -365,11 +368,12 @@ class Session:
 
     @property
     def tasks(self) -> list[asyncio.Task]:
-        """The session's asyncio tasks not done yet (its listener's, the barge-in timer, its replies'):
-        none before its first audio, none once `aclose` returns."""
+        """The session's asyncio tasks not done yet (its listener's, the barge-in timer, its replies', a
+        tool run's): none before its first audio, none once `aclose` returns."""
         replies = [r.task for r in (self.replies.current, self.head_start.held) if r is not None]
         watch = self.timers.task if self.timers is not None else None
-        return [t for t in (*self._listening.tasks, self._timer, watch, *replies) if t is not None and not t.done()]
+        return [t for t in (*self._listening.tasks, self._timer, watch, *replies, *self.replies.tool_tasks)
+                if t is not None and not t.done()]
 
     @property
     def reply_active(self) -> bool:

@@ -78,12 +78,15 @@ class ToolCall:
 
 @dataclass(frozen=True, slots=True)
 class ToolOutcome:
-    """What a run gave: the spoken answer, whether the tool did its job, and why not ("" when ok)."""
+    """What a run gave: the spoken answer, whether the tool did its job, why not ("" when ok), and what
+    the function returned (`value`: None when it failed; the spoken answer itself for a tool that
+    returns one)."""
 
     call: ToolCall
     spoken: str
     ok: bool
     error: str = ""
+    value: Any = None
 
 
 def make_tool(function: Callable[..., Any], *, name: str | None = None, sentences: list[str] | tuple[str, ...] = (),
@@ -206,7 +209,7 @@ async def run_tool(call: ToolCall, timeout_s: float | None = None) -> ToolOutcom
         log.warning("tool %s failed: %s: %s", tool.name, type(exc).__name__, exc)
         return ToolOutcome(call, APOLOGY, False, f"tool {tool.name} failed: {type(exc).__name__}: {exc}")
     if isinstance(result, str):
-        return ToolOutcome(call, result, True)
+        return ToolOutcome(call, result, True, value=result)
     if tool.answer is not None:
-        return ToolOutcome(call, tool.answer.format(result=result, **call.arguments), True)
-    return ToolOutcome(call, f"{result}.", True)
+        return ToolOutcome(call, tool.answer.format(result=result, **call.arguments), True, value=result)
+    return ToolOutcome(call, f"{result}.", True, value=result)

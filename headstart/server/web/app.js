@@ -24,6 +24,7 @@ const ui = {
 const stats = {
   framesCaptured: 0, framesSent: 0, framesDropped: 0, samplesSent: 0, audioBytesReceived: 0, playedSamples: 0, playedMs: 0,
   playbackDropped: 0, repliesStarted: 0, repliesPlayed: 0, turns: 0, connects: 0, reconnects: 0, errors: [],
+  toolCalls: 0, toolResults: 0, timersFired: 0, announcements: 0,
 };
 const state = {
   running: false, // the user pressed Start
@@ -61,6 +62,8 @@ let turn = newTurn(); // what this page measured of the turn in progress
 const turnsByReply = new Map();
 let userEntry = null; // the <li> of the user's utterance in progress
 const agentEntries = new Map(); // reply id -> {li, textEl, text}
+const toolEntries = new Map(); // call id -> {li, result}
+const announcedReplies = new Set(); // agent-initiated replies (a timer fired): no user turn before them
 
 function newTurn() {
   return { speechEndLocal: null, vadStoppedReceived: null, commitAt: null, heardAt: null };
@@ -201,10 +204,26 @@ function onEvent(ev) {
       break;
     case 'reply.started':
       stats.repliesStarted += 1;
-      turnsByReply.set(ev.reply_id, turn);
-      turn = newTurn();
+      if (ev.transcript) {
+        turnsByReply.set(ev.reply_id, turn);
+        turn = newTurn();
+      } else {
+        announcedReplies.add(ev.reply_id); // the user's turn in progress (if any) is not this reply's
+      }
       startAgentEntry(ev.reply_id);
       setAgent('thinking');
+      break;
+    case 'tool.call':
+      stats.toolCalls += 1;
+      showToolCall(ev);
+      break;
+    case 'tool.result':
+      stats.toolResults += 1;
+      showToolResult(ev);
+      break;
+    case 'timer.fired':
+      stats.timersFired += 1;
+      showTimerFired(ev);
       break;
     case 'reply.text.delta':
       appendAgentText(ev.reply_id, ev.text);
@@ -247,7 +266,8 @@ function onEvent(ev) {
     case 'error':
       stats.errors.push(ev.code);
       if (ev.code === 'busy') showAlert('The server is busy (too many sessions). Try again later.');
-      else if (ev.code !== 'rate_limited') showAlert(`Server error (${ev.code}): ${ev.message}`);
+      // a failed tool is shown on its own line (tool.result) and answered with a spoken apology
+      else if (ev.code !== 'rate_limited' && ev.code !== 'tool_failed') showAlert(`Server error (${ev.code}): ${ev.message}`);
       break;
     default:
       break;
@@ -480,6 +500,76 @@ function finishAgentEntry(replyId, text) {
   announce(`headstart: ${entry.text}`);
 }
 
+// -- tools and timers ---------------------------------------------------------------------------------
+
+const TOOL_ICONS = [ // by the start of the tool's name; the last one for any other
+  ['timer', '⏱'], ['alarm', '⏰'], ['get_time', '🕒'], ['get_date', '📅'], ['list', '📝'], ['calculate', '🧮'],
+  ['convert', '📏'], ['', '🔧'],
+];
+const MAX_RESULT_CHARS = 120;
+
+function toolIcon(name) {
+  return TOOL_ICONS.find(([prefix]) => String(name).startsWith(prefix))[1];
+}
+
+/** "timer_start {seconds: 60}", "get_time": the call as a reader takes it in at a glance. */
+function toolCallText(name, args) {
+  const parts = Object.entries(args || {}).map(([k, v]) => `${k}: ${JSON.stringify(v)}`);
+  return parts.length ? `${name} {${parts.join(', ')}}` : String(name);
+}
+
+function shortText(value) {
+  const text = typeof value === 'string' ? value : JSON.stringify(value);
+  return text.length > MAX_RESULT_CHARS ? `${text.slice(0, MAX_RESULT_CHARS - 1)}…` : text;
+}
+
+/** A small line under the user's turn (before the reply it serves): the call, then its result. */
+function showToolCall(ev) {
+  ui.empty.hidden = true;
+  const li = document.createElement('li');
+  li.className = 'tool';
+  li.dataset.callId = ev.call_id;
+  li.dataset.replyId = ev.reply_id;
+  li.dataset.state = 'running';
+  const icon = document.createElement('span');
+  icon.className = 'icon';
+  icon.setAttribute('aria-hidden', 'true');
+  icon.textContent = toolIcon(ev.name);
+  const call = document.createElement('code');
+  call.className = 'call';
+  call.textContent = toolCallText(ev.name, ev.arguments);
+  const result = document.createElement('span');
+  result.className = 'result';
+  result.textContent = ' …';
+  li.append(icon, ' ', call, result);
+  const reply = agentEntries.get(ev.reply_id);
+  if (reply && reply.li.parentNode === ui.log) ui.log.insertBefore(li, reply.li);
+  else ui.log.append(li);
+  ui.log.scrollTop = ui.log.scrollHeight;
+  toolEntries.set(ev.call_id, { li, result });
+}
+
+function showToolResult(ev) {
+  const entry = toolEntries.get(ev.call_id);
+  if (!entry) return;
+  entry.li.dataset.state = ev.ok ? 'ok' : 'failed';
+  entry.result.textContent = ev.ok ? ` → ${shortText(ev.result ?? 'done')}` : ` ✗ ${shortText(ev.error || 'failed')}`;
+  if (ev.duration_ms != null) entry.li.title = `${ev.name} took ${Math.round(ev.duration_ms)} ms`;
+}
+
+/** A timer or alarm went off: a line of its own; its spoken announcement follows as a reply. */
+function showTimerFired(ev) {
+  ui.empty.hidden = true;
+  const li = document.createElement('li');
+  li.className = 'timer';
+  li.dataset.timerId = String(ev.timer_id);
+  const what = ev.kind === 'alarm' ? `Alarm (${ev.label})` : `${ev.name || ev.label} timer`;
+  li.textContent = `${ev.kind === 'alarm' ? '⏰' : '⏱'} ${what.charAt(0).toUpperCase()}${what.slice(1)} went off`;
+  ui.log.append(li);
+  ui.log.scrollTop = ui.log.scrollHeight;
+  announce(ev.text || li.textContent);
+}
+
 function markInterrupted(replyId, heard) {
   const entry = agentEntries.get(replyId);
   if (!entry) return;
@@ -506,6 +596,11 @@ function markInterrupted(replyId, heard) {
 const fmt = (ms) => (ms == null || !Number.isFinite(ms) ? '—' : `${Math.round(ms)} ms`);
 
 function onMetrics(m) {
+  if (announcedReplies.has(m.reply_id)) { // an announcement: no user turn, no latency to show
+    stats.announcements += 1;
+    if (state.agent === 'thinking' && !state.playingReplyId) setAgent('listening');
+    return;
+  }
   stats.turns += 1;
   const t = turnsByReply.get(m.reply_id) || newTurn();
   // Zero of this page's timeline: the end of the user's speech, as the VAD placed it in the audio
@@ -705,6 +800,7 @@ ui.reset.addEventListener('click', () => {
   flushPlayback();
   ui.log.replaceChildren();
   agentEntries.clear();
+  toolEntries.clear();
   userEntry = null;
   ui.empty.hidden = false;
 });
