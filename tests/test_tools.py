@@ -42,6 +42,7 @@ def run(box: Toolbox, text: str) -> str:
     ("What time is it?", "get_time", {}),
     ("what time is it in tokyo", "get_time", {"city": "tokyo"}),
     ("What's the date today?", "get_date", {}),
+    ("What day is it today?", "get_date", {}),
     ("What is 17 times 23?", "calculate", {"expression": "17 times 23"}),
     ("convert 5 miles to kilometers", "convert_units", {"value": 5.0, "from_unit": "miles", "to_unit": "kilometers"}),
     ("how many ounces in a pound", "convert_units", {"value": 1.0, "from_unit": "pound", "to_unit": "ounces"}),
