@@ -199,6 +199,11 @@ class LLMConfig:
     # in progress always stay. "auto": what fits the model's context besides the reply, the system prompt
     # and the turn in progress (`history_budget`); None: keep everything (a prompt past the context fails).
     max_history_tokens: int | str | None = "auto"
+    # What a long session keeps of the turns past that budget (llm/memory.py): "window" drops whole old
+    # turns (llm/history.py TurnWindow); "summary" compacts them into short notes written by this LLM
+    # (greedy, frozen once written, while the assistant is idle); "off" keeps everything, as
+    # max_history_tokens None does. Chosen with `headstart bench memory` (docs/llm.md "Long conversations").
+    memory: str = "window"
 
 
 @dataclass(frozen=True, slots=True)

@@ -29,25 +29,46 @@ from headstart.voice.turn_fusion import ending
 if TYPE_CHECKING:
     from headstart.config import LLMConfig
     from headstart.llm.history import TurnWindow
+    from headstart.llm.memory import CompactedHistory, Compaction
     from headstart.seams import LLMBackend
+
+    HistoryView = TurnWindow | CompactedHistory
 
 CONTINUATION_GAP_S = 2.0
 CONTINUATION_MAX_HEARD_S = 1.0
 
-def history_window(llm: LLMBackend, config: LLMConfig) -> Callable[[], TurnWindow | None]:
+def history_window(llm: LLMBackend, config: LLMConfig) -> Callable[[], HistoryView | None]:
     """A `Conversation`'s `window` for `llm` (an `LLMBackend`: `max_positions`, `count_tokens`) and
-    `config` (`LLMConfig`): the `TurnWindow` that bounds the history by `config.max_history_tokens`
-    (default "auto": what fits the LLM's context besides the reply, `history_budget`), or None for
-    "none". Made on first use: it counts with the LLM's tokenizer."""
+    `config` (`LLMConfig`): what bounds the history by `config.max_history_tokens` (default "auto":
+    what fits the LLM's context besides the reply, `history_budget`), as `config.memory` says: the
+    `TurnWindow` ("window", whole old turns dropped), a `CompactedHistory` ("summary", old turns
+    summarised by the LLM, llm/memory.py), or None ("off", or a budget of "none": everything). Made on
+    first use: it counts with the LLM's tokenizer. ValueError for an unknown `config.memory`."""
+    from headstart.llm.memory import parse_memory_setting
+
+    memory = parse_memory_setting(config.memory)
 
     def make():
         from headstart.llm.history import TurnWindow, history_budget
+        from headstart.llm.memory import CompactedHistory
 
         budget = history_budget(config.max_history_tokens, llm.max_positions, config.max_new_tokens,
                                 llm.count_tokens(config.system_prompt))
-        return None if budget is None else TurnWindow(budget, llm.count_tokens)
+        if budget is None or memory == "off":
+            return None
+        if memory == "summary":
+            return CompactedHistory(budget, llm.count_tokens, hard_max_tokens=_hard_max(budget, llm, config))
+        return TurnWindow(budget, llm.count_tokens)
 
     return make
+
+
+def _hard_max(budget: int, llm: LLMBackend, config: LLMConfig) -> int:
+    """Where a `CompactedHistory` drops old turns unsummarised: twice its budget, within the context."""
+    from headstart.llm.history import history_budget
+
+    fits = history_budget("auto", llm.max_positions, config.max_new_tokens, llm.count_tokens(config.system_prompt))
+    return max(budget, min(2 * budget, fits or 2 * budget))
 
 
 class Conversation:
@@ -55,29 +76,65 @@ class Conversation:
 
     Args:
         system_prompt: the first message of every prompt.
-        window: `() -> TurnWindow or None`, made on first use (it may count with the LLM's tokenizer):
-            bounds the history the LLM sees by dropping whole old turns (llm/history.py); None: all of it.
+        window: `() -> TurnWindow, CompactedHistory or None`, made on first use (it may count with the
+            LLM's tokenizer): bounds the history the LLM sees by dropping whole old turns
+            (llm/history.py) or by summarising them (llm/memory.py: `compaction`, `compact`); None:
+            all of it.
 
     Attributes:
         history: the user and assistant messages, oldest first ({"role", "content"} dicts).
     """
 
-    def __init__(self, system_prompt: str, window: Callable[[], TurnWindow | None] = lambda: None) -> None:
+    def __init__(self, system_prompt: str, window: Callable[[], HistoryView | None] = lambda: None) -> None:
         self.system_prompt = system_prompt
         self.history: list[dict[str, str]] = []
         self._make_window = window
-        self._window: TurnWindow | None = None
+        self._window: HistoryView | None = None
         self._window_made = False
         self._continuation: int | None = None  # the user message the next turn continues
 
     def messages(self) -> list[dict[str, str]]:
-        """The prompt's chat: the system prompt and the history the window keeps."""
-        system = {"role": "system", "content": self.system_prompt}
+        """The prompt's chat: the system prompt (with the memory, if any) and the history the window keeps."""
+        window = self._get_window()
+        if window is not None:
+            return window.select(self._chat())
+        return self._chat()
+
+    def _chat(self) -> list[dict[str, str]]:
+        return [{"role": "system", "content": self.system_prompt}, *self.history]
+
+    def _get_window(self) -> HistoryView | None:
         if not self._window_made:
             self._window, self._window_made = self._make_window(), True
-        if self._window is not None:
-            return self._window.select([system, *self.history])
-        return [system, *self.history]
+        return self._window
+
+    @property
+    def compacts(self) -> bool:
+        """The history is bounded by compaction (`CompactedHistory`), so `compaction` may plan one."""
+        from headstart.llm.memory import CompactedHistory
+
+        return isinstance(self._get_window(), CompactedHistory)
+
+    def compaction(self) -> tuple[Compaction, list[dict[str, str]]] | None:
+        """The compaction due now and the summariser's chat for it (llm/memory.py
+        `CompactedHistory.due`, `summary_messages`), or None (no compaction, or none due). Only between
+        turns: a history ending in a user message (a turn in progress) gets None."""
+        from headstart.llm.memory import CompactedHistory
+
+        window = self._get_window()
+        if not isinstance(window, CompactedHistory) or not self.history or self.history[-1]["role"] == "user":
+            return None
+        chat = self._chat()
+        plan = window.due(chat)
+        return None if plan is None else (plan, window.summary_messages(chat, plan))
+
+    def compact(self, compaction: Compaction, notes: str) -> bool:
+        """Freeze the summariser's `notes` for `compaction` (`CompactedHistory.commit`): False, and
+        nothing changes, when the history moved since it was planned or the notes are empty."""
+        from headstart.llm.memory import CompactedHistory
+
+        window = self._get_window()
+        return isinstance(window, CompactedHistory) and window.commit(self._chat(), compaction, notes)
 
     @property
     def dropped_turns(self) -> int:
@@ -131,9 +188,10 @@ class Conversation:
         turn.transcript = f"{before} {turn.transcript.lstrip()}".strip()
 
     def clear(self) -> None:
-        """Forget the conversation (the engine's next prefill keeps only the system prompt's prefix)."""
+        """Forget the conversation and its memory (the engine's next prefill keeps only the system
+        prompt's prefix)."""
         self.history.clear()
-        self._continuation = None
+        self._continuation = None  # the window and the memory notice the history changed and start again
 
     def _continuable(self, ended: float | None, started: float | None, played_s: float, reason: str) -> int | None:
         if reason not in ("barge_in", "new_turn") or played_s > CONTINUATION_MAX_HEARD_S:
