@@ -163,7 +163,9 @@ class CompactedHistory:
     `due`, runs the summariser on `summary_messages` (the LLM's thread) and hands the notes to `commit`.
 
     `count_tokens(text) -> int` counts a message's content (each message also costs
-    MESSAGE_OVERHEAD_TOKENS). `hard_max_tokens`: when compactions do not keep up (the user always
+    MESSAGE_OVERHEAD_TOKENS). `low_water` is lower than the turn window's (0.5 of the budget, not
+    0.75): each compaction costs a summary and a re-prefill, so it covers more turns and comes less
+    often. `hard_max_tokens`: when compactions do not keep up (the user always
     speaks first, the summariser failed), the oldest verbatim turns are dropped whole past this many
     tokens, as the turn window does (default: twice `max_tokens`); None: never. The policy's other
     arguments are `CompactionPolicy`'s (ValueError as there). A history that no longer starts with
@@ -171,7 +173,7 @@ class CompactedHistory:
     """
 
     def __init__(self, max_tokens: int, count_tokens: Callable[[str], int] = approx_token_count, *,
-                 low_water: float = 0.75, block_tokens: int = 64, memory_share: float = 0.5,
+                 low_water: float = 0.5, block_tokens: int = 48, memory_share: float = 0.5,
                  hard_max_tokens: int | None | str = "double") -> None:
         self.policy = CompactionPolicy(max_tokens, low_water, block_tokens, memory_share)
         self.max_tokens = max_tokens

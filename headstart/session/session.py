@@ -546,7 +546,12 @@ class Session:
                 and self.replies.agent_silent and self.head_start.held is None)
 
     def _reply_done(self) -> None:
-        """A reply's audio has all left: compact the history now if it is due (`LLMConfig.memory`)."""
+        """A reply's audio has all left: once its task is over (the next loop step), compact the history
+        if it is due (`LLMConfig.memory`)."""
+        if self._summariser is not None:
+            asyncio.get_running_loop().call_soon(self._start_compaction)
+
+    def _start_compaction(self) -> None:
         if self._summariser is None or self._compaction is not None or not self._idle():
             return
         due = self.conversation.compaction()

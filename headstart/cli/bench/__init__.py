@@ -15,6 +15,7 @@ BENCHES = {
     "partial": "partial-layer streaming: self-speculative decoding and early exit with a trained proposal head",
     "conversation": "voice-to-voice latency over websockets, baseline vs headstart vs ablations, with plots",
     "stages": "the LLM core's stage costs on CPU or CUDA (random weights, each preset's shapes) and the v2v floor",
+    "memory": "a long conversation at a flat prompt size: full history, turn window, LLM summary compaction",
     "tools": "tool matching over 150+ text requests: right tool and arguments, false actions (target 0)",
 }
 
