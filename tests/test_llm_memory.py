@@ -104,9 +104,10 @@ def test_a_compaction_replaces_old_turns_by_a_frozen_note_in_the_system_message(
     msgs = chat(6)
     plan = history.due(msgs)
     assert plan is not None and plan.start == 0 and plan.stop >= 1
-    summary = history.summary_messages(msgs, plan, "Notes please.")
-    assert summary[0] == SYSTEM and summary[-1] == {"role": "user", "content": "Notes please."}
-    assert summary[1:-1] == [m for i in range(plan.stop) for m in turn(i)]  # the cached conversation's own prefix
+    summary = history.summary_messages(msgs, plan, "Notes please:\n{lines}")
+    assert [m["role"] for m in summary] == ["system", "user"]
+    # the user's words of the compacted turns, oldest first, one line each; the replies are left out
+    assert summary[1]["content"] == "Notes please:\n" + "\n".join(f"- question {i}" + " w" * 8 for i in range(plan.stop))
     assert history.commit(msgs, plan, "The user asked questions.\n")
     selected = history.select([*msgs, {"role": "user", "content": "next"}])
     assert selected[0] == {"role": "system", "content": SYSTEM["content"] + MEMORY_HEADER + "\nThe user asked questions."}
@@ -184,4 +185,6 @@ def test_past_the_hard_limit_old_turns_are_dropped_unsummarised():
 def test_notes_are_cleaned_of_blank_lines_and_a_line_cut_by_the_cap():
     assert clean_notes("\n- Name: Ada.\n\n- Car: level 4.\n- Sister: Lu") == "- Name: Ada.\n- Car: level 4."
     assert clean_notes("Name: Ada") == "Name: Ada"
-    assert summary_messages([SYSTEM], [turn(0)], "Go.")[-1] == {"role": "user", "content": "Go."}
+    assert summary_messages([turn(0)], "Go: {lines}")[-1] == {"role": "user", "content": "Go: - question 0" + " w" * 8}
+    with pytest.raises(ValueError, match="lines"):
+        summary_messages([turn(0)], "no placeholder")

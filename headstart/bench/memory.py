@@ -308,7 +308,7 @@ def main(args: MemoryBenchOptions) -> int:
                 runs.append(run)
                 label = method if fraction is None else f"{method}@{round(fraction * 100)}%"
                 log(f"  [{n}/{len(conversations)}] {conversation.id} {conversation.kind:<8} {label:<12} "
-                    f"{'ok  ' if run.ok else 'FAIL'} {run.answer!r}")
+                    f"{'ok  ' if run.ok else 'FAIL'} {run.answer!r}" + "".join(f"\n      note: {t!r}" for t in run.notes))
     finally:
         executor.shutdown(wait=True)
     summary = summarise_runs(runs, plan)

@@ -20,10 +20,15 @@ Li et al. 2023, "Compressing Context to Enhance Inference Efficiency of Large La
 prunes tokens by their surprisal instead); here the unit is a whole turn and the compressor is the
 assistant itself, so nothing else is loaded.
 
-The summariser (`summarise`) continues the cached conversation: the prompt is the conversation's own
-prefix (the system message with the memory so far, then the turns to compact, which the KV cache
-already holds) followed by one instruction, so only the instruction and the notes are computed; the
-next prompt's prefill then keeps the longest common prefix (the system prompt) and drops the rest.
+The summariser (`summarise`) runs a prompt of its own (`summary_messages`): a note-taker's system
+message and the user's words of the turns to compact, in order, with one instruction
+(`SUMMARY_INSTRUCTION`). The first design continued the cached conversation instead (its prefix is in
+the KV cache, so only the instruction and the notes are computed), but under the assistant's own
+system prompt qwen2.5-coder-0.5b answered the request for notes with its canned refusal ("Sorry, I
+can't do that, I can only talk.") on every conversation of the tuning half; a separate prompt costs
+the prefill of the compacted turns' user text once per compaction. The assistant's replies are left
+out: the facts to keep are the user's, and the 0.5b copies its input (its notes are mostly the user's
+sentences, kept whole, up to the block's token cap).
 
 `CompactionPolicy` decides when and which turns from token counts alone (a plain synchronous object);
 `CompactedHistory` holds the blocks and renders the messages, as `TurnWindow` does.
@@ -44,6 +49,7 @@ __all__ = [
     "MEMORY_HEADER",
     "MEMORY_SETTINGS",
     "SUMMARY_INSTRUCTION",
+    "SUMMARY_SYSTEM",
     "CompactedHistory",
     "Compaction",
     "CompactionPolicy",
@@ -56,15 +62,15 @@ __all__ = [
 # `--memory` / `LLMConfig.memory`: keep everything, drop whole old turns, or summarise old turns.
 MEMORY_SETTINGS = ("off", "window", "summary")
 # What introduces the memory blocks in the system message.
-MEMORY_HEADER = "\n\nNotes on earlier turns of this conversation (the user told you these):"
-# The instruction the summariser appends to the turns it compacts (chosen on the memory bench's tuning
-# half, bench/memory.py).
+MEMORY_HEADER = "\n\nWhat the user told you earlier in this conversation (notes in their words):"
+# The summariser's prompt (chosen on the memory bench's tuning half, bench/memory.py): its system message,
+# and its instruction, where {lines} stands for the user's words of the compacted turns, one per line.
+SUMMARY_SYSTEM = "You pick out the personal facts in what a user said."
 SUMMARY_INSTRUCTION = (
-    "Before we go on, write down, as short notes, every fact I told you in this conversation that you "
-    "have not noted yet: names, family, places, numbers, days, times, allergies, and what I asked you, in "
-    "order. Only what I said, with the exact names and numbers, nothing else."
+    "What the user said, in order:\n{lines}\n\nRewrite the personal facts (names, family, pets, places, "
+    "numbers, days, times, allergies) as short notes about the user, one per line, keeping the exact names "
+    "and numbers. Skip questions."
 )
-
 
 def parse_memory_setting(value: str | None) -> str:
     """`--memory` / `LLMConfig.memory`: one of MEMORY_SETTINGS (case-insensitive). ValueError otherwise."""
@@ -239,11 +245,9 @@ class CompactedHistory:
 
     def summary_messages(self, messages: Sequence[Mapping[str, str]], compaction: Compaction,
                          instruction: str = SUMMARY_INSTRUCTION) -> list[dict[str, str]]:
-        """The summariser's chat for `compaction`: the conversation's own prefix (the system message
-        with the memory so far, the turns to compact) and `instruction` as the next user message, so
-        the KV cache's prefix is reused (`summary_messages` module function)."""
-        sinks, turns, _ = self._split(messages)
-        return summary_messages(self._with_memory(sinks), turns[compaction.start:compaction.stop], instruction)
+        """The summariser's chat for `compaction` on the history `messages` (`summary_messages`)."""
+        _, turns, _ = self._split(messages)
+        return summary_messages(turns[compaction.start:compaction.stop], instruction)
 
     def commit(self, messages: Sequence[Mapping[str, str]], compaction: Compaction, text: str) -> bool:
         """Freeze the summariser's notes `text` for `compaction` on the history `messages`: the oldest
@@ -292,11 +296,15 @@ class CompactedHistory:
         return [*(dict(m) for m in sinks[:-1]), {"role": last["role"], "content": last["content"] + memory}]
 
 
-def summary_messages(prefix: Sequence[Mapping[str, str]], turns: Sequence[Sequence[Mapping[str, str]]],
-                     instruction: str = SUMMARY_INSTRUCTION) -> list[dict[str, str]]:
-    """The summariser's chat: `prefix` (the system message with the memory so far), the `turns` to
-    compact (lists of messages), then `instruction` as a user message."""
-    return [*(dict(m) for m in prefix), *(dict(m) for t in turns for m in t), {"role": "user", "content": instruction}]
+def summary_messages(turns: Sequence[Sequence[Mapping[str, str]]], instruction: str = SUMMARY_INSTRUCTION,
+                     system: str = SUMMARY_SYSTEM) -> list[dict[str, str]]:
+    """The summariser's chat: `system`, then `instruction` with "{lines}" replaced by the user's
+    messages of `turns` (lists of messages), one "- text" line each, in order. ValueError when
+    `instruction` has no "{lines}"."""
+    if "{lines}" not in instruction:
+        raise ValueError("the summary instruction needs a {lines} placeholder for the user's words")
+    lines = "\n".join(f"- {' '.join(m['content'].split())}" for t in turns for m in t if m.get("role") == "user")
+    return [{"role": "system", "content": system}, {"role": "user", "content": instruction.replace("{lines}", lines)}]
 
 
 def clean_notes(text: str) -> str:
@@ -311,8 +319,8 @@ def clean_notes(text: str) -> str:
 def summarise(engine: LLMEngine, messages: Sequence[Mapping[str, str]], max_new_tokens: int,
               cancelled: Callable[[], bool] = lambda: False) -> str | None:
     """Greedy notes for `messages` (`summary_messages`), at most `max_new_tokens` tokens, on `engine`
-    (call it on the engine's thread: it uses the KV cache, keeping the longest common prefix with what
-    the cache holds). `cancelled() -> bool` is asked before each token: True stops it, and the result
+    (call it on the engine's thread: it uses the KV cache; the conversation's next prefill keeps what
+    it still shares with the cache, at least nothing past the first tokens of the system message). `cancelled() -> bool` is asked before each token: True stops it, and the result
     is None (the user spoke; the cache then holds the prompt and some notes, and the next prefill
     crops them). Returns the decoded notes (special tokens skipped). ValueError as
     `LLMEngine.render_prompt` and `generate`."""
