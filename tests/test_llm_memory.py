@@ -159,8 +159,19 @@ def test_a_result_for_a_history_that_moved_is_refused():
     assert plan is not None
     assert history.commit(msgs, plan, "first note.")
     assert not history.commit(msgs, plan, "the same plan again.")  # the memory moved on
-    assert not history.commit(msgs, Compaction(plan.stop, plan.stop + 1, 12, 0, 1), "  \n ")  # empty notes
     assert [b.text for b in history.blocks] == ["first note."]
+
+
+def test_turns_with_nothing_to_note_leave_with_no_block_and_no_summariser_call():
+    history = compacted()
+    msgs = [SYSTEM]
+    for i in range(6):
+        msgs += [{"role": "user", "content": f"what is {i} plus " + "w " * 8 + "?"},
+                 {"role": "assistant", "content": f"answer {i} " + "w " * 8}]
+    plan = history.due(msgs)
+    assert plan is not None and history.summary_messages(msgs, plan) is None  # questions only: no facts
+    assert history.commit(msgs, plan, "")
+    assert history.blocks == [] and history.dropped_turns == plan.stop
 
 
 def test_a_cleared_history_forgets_the_memory():
@@ -188,3 +199,7 @@ def test_notes_are_cleaned_of_blank_lines_and_a_line_cut_by_the_cap():
     assert summary_messages([turn(0)], "Go: {lines}")[-1] == {"role": "user", "content": "Go: - question 0" + " w" * 8}
     with pytest.raises(ValueError, match="lines"):
         summary_messages([turn(0)], "no placeholder")
+    asked = [{"role": "user", "content": "Where is it?"}, {"role": "assistant", "content": "There."}]
+    said = [{"role": "user", "content": "I parked on  level 4."}, {"role": "assistant", "content": "Okay."}]
+    assert summary_messages([asked]) is None
+    assert "- I parked on level 4." in summary_messages([asked, said])[1]["content"]  # type: ignore[index]

@@ -188,10 +188,10 @@ def _run_one(engine, decoder, config: LLMConfig, executor, conversation: Convers
                 engine.sync_to(cached)  # a live session's cache holds the conversation
                 messages = view.summary_messages(chat, plan, instruction)
                 cpu0, wall0 = time.process_time(), time.perf_counter()
-                notes = summarise(engine, messages, plan.max_tokens) or ""
+                notes = "" if messages is None else summarise(engine, messages, plan.max_tokens) or ""
                 run.compaction_cpu_s.append(time.process_time() - cpu0)
                 run.compaction_wall_s.append(time.perf_counter() - wall0)
-                if view.commit(chat, plan, notes):
+                if view.commit(chat, plan, notes) and notes.strip():
                     run.notes.append(view.blocks[-1].text)
                     run.compaction_tokens.append(count(view.blocks[-1].text))
         after = render(select(chat))

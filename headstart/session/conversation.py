@@ -115,10 +115,11 @@ class Conversation:
 
         return isinstance(self._get_window(), CompactedHistory)
 
-    def compaction(self) -> tuple[Compaction, list[dict[str, str]]] | None:
+    def compaction(self) -> tuple[Compaction, list[dict[str, str]] | None] | None:
         """The compaction due now and the summariser's chat for it (llm/memory.py
-        `CompactedHistory.due`, `summary_messages`), or None (no compaction, or none due). Only between
-        turns: a history ending in a user message (a turn in progress) gets None."""
+        `CompactedHistory.due`, `summary_messages`: None when its turns hold nothing to note; `compact`
+        it with no notes), or None (no compaction, or none due). Only between turns: a history ending
+        in a user message (a turn in progress) gets None."""
         from headstart.llm.memory import CompactedHistory
 
         window = self._get_window()
@@ -129,8 +130,9 @@ class Conversation:
         return None if plan is None else (plan, window.summary_messages(chat, plan))
 
     def compact(self, compaction: Compaction, notes: str) -> bool:
-        """Freeze the summariser's `notes` for `compaction` (`CompactedHistory.commit`): False, and
-        nothing changes, when the history moved since it was planned or the notes are empty."""
+        """Freeze the summariser's `notes` for `compaction` (`CompactedHistory.commit`; empty notes: its
+        turns leave with no block): False, and nothing changes, when the history moved since it was
+        planned."""
         from headstart.llm.memory import CompactedHistory
 
         window = self._get_window()

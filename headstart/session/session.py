@@ -559,12 +559,13 @@ class Session:
             self._compaction_cancel = cancel = threading.Event()
             self._compaction = asyncio.create_task(self._compact(*due, cancel), name="session-compaction")
 
-    async def _compact(self, plan, messages: list[dict[str, str]], cancel: threading.Event) -> None:
-        """Run the summariser; its notes are frozen only if nothing started meanwhile (else dropped:
-        the turn in progress was opened on the chat as it is, and stays exact on it)."""
+    async def _compact(self, plan, messages: list[dict[str, str]] | None, cancel: threading.Event) -> None:
+        """Run the summariser (not for turns with nothing to note: `messages` None); its notes are
+        frozen only if nothing started meanwhile (else dropped: the turn in progress was opened on the
+        chat as it is, and stays exact on it)."""
         assert self._summariser is not None
         try:
-            notes = await self._summariser(messages, plan.max_tokens, cancel.is_set)
+            notes = "" if messages is None else await self._summariser(messages, plan.max_tokens, cancel.is_set)
         except Exception as exc:  # noqa: BLE001 - reported; the session goes on with the history as it is
             notes = None
             self._out.put_nowait(StageError("llm_failed", f"the history's compaction failed: {type(exc).__name__}: {exc}"))
