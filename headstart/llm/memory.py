@@ -36,6 +36,7 @@ sentences, kept whole, up to the block's token cap).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -71,6 +72,12 @@ SUMMARY_INSTRUCTION = (
     "numbers, days, times, allergies) as short notes about the user, one per line, keeping the exact names "
     "and numbers. Skip questions."
 )
+
+# A user message that asks for something rather than tells (after a filler or two).
+_REQUEST = re.compile(r"^(?:(?:um|uh|so|okay|ok|hmm|well|and|oh),?\s+)*(?:please\s+)?(?:tell|give|help|suggest|recommend|"
+                      r"show|name|list|explain|find|what|how|why|who|where|when|which|can|could|would|is|are|do|does)\b",
+                      re.IGNORECASE)
+
 
 def parse_memory_setting(value: str | None) -> str:
     """`--memory` / `LLMConfig.memory`: one of MEMORY_SETTINGS (case-insensitive). ValueError otherwise."""
@@ -301,13 +308,14 @@ def summary_messages(turns: Sequence[Sequence[Mapping[str, str]]], instruction: 
                      system: str = SUMMARY_SYSTEM) -> list[dict[str, str]] | None:
     """The summariser's chat: `system`, then `instruction` with "{lines}" replaced by the user's
     statements in `turns` (lists of messages), one "- text" line each, in order; None when the turns
-    hold none. A user message that ends in a question mark is a request, not a fact the user told: on
+    hold none. A user message that ends in a question mark or opens with a request ("Tell me ...",
+    "Give me ...") is a request, not a fact the user told: on
     the tuning half the 0.5b answered such lines in its notes, often wrongly ("Australia's capital is
     Sydney"), and the answers then misled the reply. ValueError when `instruction` has no "{lines}"."""
     if "{lines}" not in instruction:
         raise ValueError("the summary instruction needs a {lines} placeholder for the user's words")
     said = [" ".join(m["content"].split()) for t in turns for m in t if m.get("role") == "user"]
-    lines = [f"- {text}" for text in said if text and not text.endswith("?")]
+    lines = [f"- {text}" for text in said if text and not text.endswith("?") and not _REQUEST.match(text)]
     if not lines:
         return None
     return [{"role": "system", "content": system},
@@ -315,9 +323,12 @@ def summary_messages(turns: Sequence[Sequence[Mapping[str, str]]], instruction: 
 
 
 def clean_notes(text: str) -> str:
-    """The summariser's output as a block: stripped, blank lines and a trailing partial line (cut by
-    the token cap, no sentence end) dropped when other lines remain."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    """The summariser's output as a block: stripped; blank and repeated lines, and a trailing partial
+    line (cut by the token cap, no sentence end) when other lines remain, dropped."""
+    lines: list[str] = []
+    for line in (line.strip() for line in text.strip().splitlines()):
+        if line and line not in lines:  # a small model repeats a line until the cap
+            lines.append(line)
     if len(lines) > 1 and not lines[-1].endswith((".", "!", "?")):
         lines.pop()
     return "\n".join(lines)
