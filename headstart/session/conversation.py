@@ -37,16 +37,19 @@ if TYPE_CHECKING:
 CONTINUATION_GAP_S = 2.0
 CONTINUATION_MAX_HEARD_S = 1.0
 
-def history_window(llm: LLMBackend, config: LLMConfig) -> Callable[[], HistoryView | None]:
+def history_window(llm: LLMBackend, config: LLMConfig, can_summarise: bool = True) -> Callable[[], HistoryView | None]:
     """A `Conversation`'s `window` for `llm` (an `LLMBackend`: `max_positions`, `count_tokens`) and
     `config` (`LLMConfig`): what bounds the history by `config.max_history_tokens` (default "auto":
     what fits the LLM's context besides the reply, `history_budget`), as `config.memory` says: the
     `TurnWindow` ("window", whole old turns dropped), a `CompactedHistory` ("summary", old turns
-    summarised by the LLM, llm/memory.py), or None ("off", or a budget of "none": everything). Made on
+    summarised by the LLM, llm/memory.py; the `TurnWindow` when the session has no summariser,
+    `can_summarise` False: a remote LLM), or None ("off", or a budget of "none": everything). Made on
     first use: it counts with the LLM's tokenizer. ValueError for an unknown `config.memory`."""
     from headstart.llm.memory import parse_memory_setting
 
     memory = parse_memory_setting(config.memory)
+    if memory == "summary" and not can_summarise:
+        memory = "window"
 
     def make():
         from headstart.llm.history import TurnWindow, history_budget

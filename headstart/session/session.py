@@ -175,7 +175,7 @@ class Session:
             compaction (`LLMConfig.memory` "summary"): the LLM's notes on the chat `messages`
             (llm/memory.py `summary_messages`), at most `max_tokens` tokens, None once `cancelled()`
             is true. Default: `summarise` on the local engine's "llm" thread; None (and with a remote
-            LLM): no compaction (old turns are dropped past twice the budget).
+            LLM): no compaction ("summary" then keeps the turn window).
 
     Attributes:
         compactions: compactions applied; `compactions_dropped`: those the user's speech (or a turn
@@ -204,7 +204,10 @@ class Session:
         self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
         self._out: asyncio.Queue[SessionEvent | FromReply | Exception | _End] = asyncio.Queue()
-        self.conversation = Conversation(self._config.llm.system_prompt, history_window(components.llm, self._config.llm))
+        self._summariser: Summariser | None = (default_summariser(components) if summariser is _FROM_CONFIG
+                                               else summariser)  # type: ignore[assignment]
+        self.conversation = Conversation(self._config.llm.system_prompt, history_window(
+            components.llm, self._config.llm, can_summarise=self._summariser is not None))
         self.replies = Replies(
             components, self._clock, self.turns, self._echo, self.conversation, self._out.put_nowait, owner=self,
             speech_started_at=lambda: self._speech_started_at,
@@ -236,8 +239,6 @@ class Session:
         self._closed = False
         self._speech_started_at: float | None = None  # the current utterance's first speech start
         self._paused = False  # the listener's VAD hears a pause of preempt_pause_s, not yet its end
-        self._summariser: Summariser | None = (default_summariser(components) if summariser is _FROM_CONFIG
-                                               else summariser)  # type: ignore[assignment]
         self._compaction: asyncio.Task[None] | None = None
         self._compaction_cancel: threading.Event | None = None
         self.compactions = 0
@@ -362,6 +363,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        self._cancel_compaction()  # no turn follows: no memory is needed
         await self._listening.end_input()
         self.head_start.cancel("cleared")  # a held reply the input never confirmed
         self._close_timers()
