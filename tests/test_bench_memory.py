@@ -98,8 +98,9 @@ def test_the_token_prompt_is_a_stable_prefix_between_compactions(engine):
         previous = engine.render_prompt(history.select(chat), add_generation_prompt=False)
         plan = history.due(chat)
         if plan is not None:
-            notes = summarise(engine, history.summary_messages(chat, plan), plan.max_tokens)
-            if history.commit(chat, plan, notes or "Notes."):
+            messages = history.summary_messages(chat, plan)  # None: requests only, nothing to note
+            notes = "" if messages is None else summarise(engine, messages, plan.max_tokens) or "Notes."
+            if history.commit(chat, plan, notes):
                 compactions += 1
                 previous = engine.render_prompt(history.select(chat), add_generation_prompt=False)
     assert compactions >= 1
@@ -113,8 +114,10 @@ def test_a_cancelled_summary_leaves_an_engine_that_answers_exactly(engine):
     turns = [[{"role": "user", "content": "My name is Ada and my car is on level four."},
               {"role": "assistant", "content": "Nice to meet you, Ada."}]]
     asked = iter(range(100))
-    assert summarise(engine, summary_messages(turns), 16, cancelled=lambda: next(asked) >= 3) is None
-    notes = summarise(engine, summary_messages(turns), 16)
+    messages = summary_messages(turns)
+    assert messages is not None
+    assert summarise(engine, messages, 16, cancelled=lambda: next(asked) >= 3) is None
+    notes = summarise(engine, messages, 16)
     assert isinstance(notes, str) and notes.strip()
     prompt = engine.render_prompt([*system, *turns[0], {"role": "user", "content": "What is my name?"}])
     after = engine.prefill(prompt)  # the cache holds the summary's tokens: the common prefix only is kept
