@@ -47,10 +47,12 @@ class Summariser:
         return None if cancelled() else self.notes
 
 
-def run(script: list, frames: int, release_at_frame: int | None, seed: list[dict] = OLD):
+def run(script: list, frames: int, release_at_frame: int | None, seed: list[dict] = OLD,
+        elsewhere_at_frame: int | None = None):
     """Push `frames` frames of audio while the listener plays `script`; every reply's first token comes
-    at once; the summariser is released after frame `release_at_frame` (None: at the end). Returns the
-    session's figures, the LLM and the summariser."""
+    at once; the summariser is released after frame `release_at_frame` (None: at the end); another
+    session's reply is confirmed after frame `elsewhere_at_frame`. Returns the session, the LLM and the
+    summariser."""
     clock = FakeClock()
     config = replace(PipelineConfig(), session=SessionConfig(eou="none"),
                      llm=LLMConfig(max_history_tokens=120, memory="summary"))
@@ -70,6 +72,8 @@ def run(script: list, frames: int, release_at_frame: int | None, seed: list[dict
             await session.push_audio(AudioFrame(np.zeros(int(16000 * FRAME_S), np.float32), 16000))
             for _ in range(20):
                 await asyncio.sleep(0)
+            if frame == elsewhere_at_frame:
+                components.llm_priority.confirm(object(), "another session's reply", lambda: False)
             if frame == release_at_frame:
                 summariser.release.set()
         summariser.release.set()
@@ -116,6 +120,13 @@ def test_the_users_speech_cancels_a_compaction_and_its_notes_are_dropped():
     second = [chat for chat in llm.asked if chat[-1]["content"] == "And the date?"]
     assert second and MEMORY_HEADER not in second[0][0]["content"]
     assert second[0][1:3] == OLD[:2]
+
+
+def test_another_sessions_confirmed_reply_cancels_a_compaction():
+    session, _, summariser = run(turn(0.3, "What is the time?"), frames=40, release_at_frame=30, elsewhere_at_frame=25)
+    assert summariser.cancelled == [True]
+    assert session.compactions == 0 and session.compactions_dropped == 1
+    assert MEMORY_HEADER not in session.conversation.messages()[0]["content"]
 
 
 def test_no_compaction_while_the_history_fits():

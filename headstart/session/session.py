@@ -31,7 +31,8 @@ the session's `Conversation` (headstart/session/conversation.py: history, contin
 
 Memory (`LLMConfig.memory` "summary", headstart/llm/memory.py): once a reply has all left and the
 assistant is idle, a history past its budget is compacted: the oldest turns become a short note the
-LLM writes (greedy, on the "llm" thread), frozen once written. The user's speech cancels it (the
+LLM writes (greedy, on the "llm" thread), frozen once written. The user's speech, or another
+session's confirmed reply (`Components.llm_priority`), cancels it (the
 summariser stops at its next token and the note is dropped: the turn then goes on the chat as it was,
 so its LiveTurn and any held reply stay exact); a note is applied only while no user turn, held reply
 or reply is open, and the chat the next turn follows is prefilled again at once (`HeadStart.prewarm`).
@@ -240,6 +241,7 @@ class Session:
         self._speech_started_at: float | None = None  # the current utterance's first speech start
         self._paused = False  # the listener's VAD hears a pause of preempt_pause_s, not yet its end
         self._compaction: asyncio.Task[None] | None = None
+        self._priority = components.llm_priority
         self._compaction_cancel: threading.Event | None = None
         self.compactions = 0
         self.compactions_dropped = 0
@@ -566,12 +568,15 @@ class Session:
         frozen only if nothing started meanwhile (else dropped: the turn in progress was opened on the
         chat as it is, and stays exact on it)."""
         assert self._summariser is not None
+        # another session's confirmed reply needs the llm thread: background work gives way
+        unsubscribe = self._priority.subscribe(self, cancel.set)
         try:
             notes = "" if messages is None else await self._summariser(messages, plan.max_tokens, cancel.is_set)
         except Exception as exc:  # noqa: BLE001 - reported; the session goes on with the history as it is
             notes = None
             self._out.put_nowait(StageError("llm_failed", f"the history's compaction failed: {type(exc).__name__}: {exc}"))
         finally:
+            unsubscribe()
             self._compaction = None
         if notes is None or cancel.is_set() or not self._idle() or not self.conversation.compact(plan, notes):
             self.compactions_dropped += 1
