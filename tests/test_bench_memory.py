@@ -66,6 +66,7 @@ def test_bad_arguments_are_clear_errors(capsys):
     assert bench_cli.run_from_args(_args("--methods", "full,nope")) == 2
     assert bench_cli.run_from_args(_args("--budgets", "0")) == 2
     assert bench_cli.run_from_args(_args("--conversations", "no-such-id")) == 2
+    assert bench_cli.run_from_args(_args("--instruction", "no placeholder")) == 2
     assert bench_cli.run_from_args(_args("--model", "no-such-model-xyz", "--limit", "1", "--json")) == 1
     assert "no-such-model-xyz" in capsys.readouterr().err
 

@@ -263,6 +263,8 @@ def main(args: MemoryBenchOptions) -> int:
     try:
         conversations = load_conversations(args.items)
         instruction = _instruction(args.instruction)
+        if "{lines}" not in instruction:
+            raise ValueError("--instruction needs a {lines} placeholder for the user's statements")
     except (ValueError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -13,12 +13,12 @@ the session does it while the assistant is idle (session/session.py).
 
 The memory goes into the system message, after the system prompt (the attention sink of StreamingLLM:
 Xiao et al. 2024, "Efficient Streaming Language Models with Attention Sinks"): one system message,
-whatever the chat template does with several. Summarising the context to keep it short is the idea of
-RecurrentGPT / MemGPT-style memories and of prompt compression (LLMLingua: Jiang et al. 2023,
-"LLMLingua: Compressing Prompts for Accelerated Inference of Large Language Models"; Selective-Context:
-Li et al. 2023, "Compressing Context to Enhance Inference Efficiency of Large Language Models", which
-prunes tokens by their surprisal instead); here the unit is a whole turn and the compressor is the
-assistant itself, so nothing else is loaded.
+whatever the chat template does with several. Evicted context summarised recursively by the model
+itself is MemGPT's (Packer et al. 2023, "MemGPT: Towards LLMs as Operating Systems"); prompt
+compression prunes tokens instead (LLMLingua: Jiang et al. 2023, "LLMLingua: Compressing Prompts for
+Accelerated Inference of Large Language Models"; Selective-Context: Li et al. 2023, "Compressing Context
+to Enhance Inference Efficiency of Large Language Models", by their surprisal; not built here). Here
+the unit is a whole turn and the compressor is the assistant's own LLM, so nothing else is loaded.
 
 The summariser (`summarise`) runs a prompt of its own (`summary_messages`): a note-taker's system
 message and the user's words of the turns to compact, in order, with one instruction

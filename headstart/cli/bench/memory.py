@@ -26,7 +26,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--conversations", default=None, help="comma-separated conversation ids")
     parser.add_argument("--items", default=None, help="memory data file (default: the packaged memory.json)")
     parser.add_argument("--instruction", default=None,
-                        help="the summariser's instruction (text or file:PATH; default llm/memory.py SUMMARY_INSTRUCTION)")
+                        help="the summariser's instruction, with {lines} where the user's statements go (text or "
+                        "file:PATH; default llm/memory.py SUMMARY_INSTRUCTION)")
     parser.add_argument("--max-new-tokens", type=int, default=LLMConfig().max_new_tokens, help="the probe reply's hard limit")
     add_threads_argument(parser, "torch threads")
     add_llm_precision_arguments(parser, bench=True)
