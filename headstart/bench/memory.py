@@ -137,6 +137,7 @@ class _Run:
     compaction_wall_s: list[float] = field(default_factory=list)
     compaction_tokens: list[int] = field(default_factory=list)  # the notes' tokens
     notes: list[str] = field(default_factory=list)
+    forgotten: int = 0  # blocks the memory forgot (past its share of the budget)
     dropped_turns: int = 0
 
     @property
@@ -191,7 +192,9 @@ def _run_one(engine, decoder, config: LLMConfig, executor, conversation: Convers
                 notes = "" if messages is None else summarise(engine, messages, plan.max_tokens) or ""
                 run.compaction_cpu_s.append(time.process_time() - cpu0)
                 run.compaction_wall_s.append(time.perf_counter() - wall0)
-                if view.commit(chat, plan, notes) and notes.strip():
+                committed = view.commit(chat, plan, notes)
+                run.forgotten += plan.forget if committed else 0
+                if committed and notes.strip():
                     run.notes.append(view.blocks[-1].text)
                     run.compaction_tokens.append(count(view.blocks[-1].text))
         after = render(select(chat))
@@ -354,6 +357,7 @@ def summarise_runs(runs: Sequence[_Run], plan: Sequence[tuple[str, float | None]
             "compaction_cpu_s_mean": round(statistics.mean(cpu), 3) if cpu else None,
             "compaction_wall_s_median": round(statistics.median(wall), 3) if wall else None,
             "note_tokens_mean": round(statistics.mean(notes), 1) if notes else None,
+            "blocks_forgotten": sum(r.forgotten for r in rs),
             "failures": [{"id": r.id, "kind": r.kind, "answer": r.answer, "faults": r.faults} for r in rs if not r.ok],
         })
     return out
