@@ -10,6 +10,7 @@ import asyncio
 from dataclasses import replace
 
 import numpy as np
+import pytest
 from fakes import InlineExecutor, ScriptedLLM, ScriptedListener, ScriptedTTS
 
 from headstart.audio import AudioFrame
@@ -133,3 +134,55 @@ def test_no_compaction_while_the_history_fits():
     session, _, summariser = run(turn(0.3, "What is the time?"), frames=30, release_at_frame=None, seed=OLD[:4])
     assert summariser.calls == [] and session.compactions == 0
     assert MEMORY_HEADER not in session.conversation.messages()[0]["content"]
+
+
+@pytest.mark.models
+def test_a_real_llm_compacts_on_its_own_thread_and_the_next_turn_prefills_the_notes():
+    """smollm2-135m end to end through the session: a real reply, then the default summariser on the
+    "llm" executor while idle, the notes in the system message, and the prewarm LiveTurn reopened on
+    them."""
+    from headstart.llm.engine import LLMEngine
+    from headstart.llm.local import LocalLLM
+    from headstart.config import ThreadPlan
+    from tests.prepared import model_path
+
+    path = model_path("smollm2-135m")
+    llm_config = LLMConfig(model="smollm2-135m", max_new_tokens=12, max_history_tokens=150, memory="summary",
+                           speculative="none")
+    engine = LLMEngine.load(path, llm_config, ThreadPlan())
+    clock = FakeClock()
+    config = replace(PipelineConfig(), session=SessionConfig(eou="none"), llm=llm_config)
+    components = Components(config=config, asr=None, llm=LocalLLM(engine), tts=ScriptedTTS(seconds_per_word=0.05),
+                            tts_executor=InlineExecutor())
+    seed = [m for i, fact in enumerate(["My name is Ada.", "My car is on level four.", "I am allergic to cats.",
+                                        "My sister is called Lu.", "I grew up in Leeds.", "My dog is Rex."])
+            for m in ({"role": "user", "content": fact}, {"role": "assistant", "content": f"Noted, fact {i}."})]
+
+    async def main():
+        session = Session(components, clock, echo=None,
+                          listener=lambda eou, acoustic: ScriptedListener(turn(0.3, "What is the time?"), eou, acoustic))
+        session.history = [dict(m) for m in seed]
+        consumer = asyncio.create_task(_drain(session))
+        for _ in range(25):
+            clock.advance(FRAME_S)
+            await session.push_audio(AudioFrame(np.zeros(int(16000 * FRAME_S), np.float32), 16000))
+            for _ in range(20):
+                await asyncio.sleep(0)
+        for _ in range(600):  # the reply and the compaction run on the real llm thread
+            if session.compactions or session.compactions_dropped:
+                break
+            await asyncio.sleep(0.05)
+        await asyncio.sleep(0.5)
+        messages = session.conversation.messages()
+        live = session.head_start.live
+        await session.end_input()
+        await asyncio.wait_for(consumer, 60)
+        return session, messages, live
+
+    try:
+        session, messages, live = asyncio.run(main())
+    finally:
+        components.close()
+    assert session.compactions == 1 and session.compactions_dropped == 0
+    assert MEMORY_HEADER in messages[0]["content"] and session.conversation.dropped_turns >= 1
+    assert live is not None  # the prewarm reopened on the chat with the notes
