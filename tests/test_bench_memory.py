@@ -143,3 +143,19 @@ def test_a_small_real_run_reports_every_method(capsys):
     assert methods["full", None]["between_turn_prefill_tokens_mean"] == 0  # nothing dropped, nothing recomputed
     assert methods["summary", 50]["compactions"] >= 1 and methods["summary", 50]["compaction_cpu_s_median"] > 0
     assert methods["summary", 50]["probe_prompt_tokens_mean"] < methods["full", None]["probe_prompt_tokens_mean"]
+
+
+@pytest.mark.models
+def test_surprisal_pruning_keeps_the_most_informative_phrases_in_order_within_the_cap(engine):
+    from headstart.llm.memory import surprisal_prune
+
+    turns = [[{"role": "user", "content": "Hi there, um, I'm Xanthippe Oduya, by the way."},
+              {"role": "assistant", "content": "Nice to meet you!"}],
+             [{"role": "user", "content": "What's the weather like?"}, {"role": "assistant", "content": "Sunny."}],
+             [{"role": "user", "content": "Okay, so, I parked on level 7, row Q."}, {"role": "assistant", "content": "Ok."}]]
+    notes = surprisal_prune(engine, turns, 12)
+    assert notes and engine.count_tokens(notes) <= 14 and "weather" not in notes  # questions are not notes
+    assert "Xanthippe" in notes or "level 7" in notes
+    everything = surprisal_prune(engine, turns, 1000)
+    assert everything.index("Xanthippe") < everything.index("level 7")  # in their order
+    assert surprisal_prune(engine, turns[1:2], 12) == ""

@@ -47,7 +47,8 @@ from headstart.config import LLMConfig, ThreadPlan
 __all__ = ["KINDS", "METHODS", "Conversation", "MemoryBenchOptions", "load_conversations", "main", "score"]
 
 KINDS = ("recall", "multi", "update", "order", "abstain", "control")
-METHODS = ("full", "window", "summary")
+METHODS = ("full", "window", "summary", "selective")
+DEFAULT_METHODS = ("full", "window", "summary")
 DATA_FILE = "memory.json"
 
 
@@ -158,8 +159,8 @@ def _run_one(engine, decoder, config: LLMConfig, executor, conversation: Convers
 
     from headstart.bench.answers import _reply
     from headstart.llm.engine import common_prefix_len
-    from headstart.llm.history import TurnWindow
-    from headstart.llm.memory import CompactedHistory, summarise
+    from headstart.llm.history import TurnWindow, split_turns
+    from headstart.llm.memory import CompactedHistory, summarise, surprisal_prune
 
     count = engine.count_tokens
     budget = None if fraction is None else max(1, round(fraction * history_tokens(conversation, count)))
@@ -167,7 +168,7 @@ def _run_one(engine, decoder, config: LLMConfig, executor, conversation: Convers
     view: Any = None
     if method == "window":
         view = TurnWindow(budget, count)  # type: ignore[arg-type]
-    elif method == "summary":
+    elif method in ("summary", "selective"):
         view = CompactedHistory(budget, count, hard_max_tokens=None)  # type: ignore[arg-type]
 
     def select(chat: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -183,13 +184,17 @@ def _run_one(engine, decoder, config: LLMConfig, executor, conversation: Convers
         cached = render([*select([system, *history, turn[0]]), turn[1]])  # the cache after the reply
         history += turn
         chat = [system, *history]
-        if method == "summary":
+        if method in ("summary", "selective"):
             plan = view.due(chat)
             if plan is not None:
                 engine.sync_to(cached)  # a live session's cache holds the conversation
                 messages = view.summary_messages(chat, plan, instruction)
                 cpu0, wall0 = time.process_time(), time.perf_counter()
-                notes = "" if messages is None else summarise(engine, messages, plan.max_tokens) or ""
+                if method == "selective":
+                    _, turns = split_turns(chat)
+                    notes = surprisal_prune(engine, turns[plan.start:plan.stop], plan.max_tokens)
+                else:
+                    notes = "" if messages is None else summarise(engine, messages, plan.max_tokens) or ""
                 run.compaction_cpu_s.append(time.process_time() - cpu0)
                 run.compaction_wall_s.append(time.perf_counter() - wall0)
                 committed = view.commit(chat, plan, notes)

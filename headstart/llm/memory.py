@@ -58,6 +58,8 @@ __all__ = [
     "parse_memory_setting",
     "summarise",
     "summary_messages",
+    "surprisal_prune",
+    "user_statements",
 ]
 
 # `--memory` / `LLMConfig.memory`: keep everything, drop whole old turns, or summarise old turns.
@@ -314,12 +316,55 @@ def summary_messages(turns: Sequence[Sequence[Mapping[str, str]]], instruction: 
     Sydney"), and the answers then misled the reply. ValueError when `instruction` has no "{lines}"."""
     if "{lines}" not in instruction:
         raise ValueError("the summary instruction needs a {lines} placeholder for the user's words")
-    said = [" ".join(m["content"].split()) for t in turns for m in t if m.get("role") == "user"]
-    lines = [f"- {text}" for text in said if text and not text.endswith("?") and not _REQUEST.match(text)]
+    lines = [f"- {text}" for text in user_statements(turns)]
     if not lines:
         return None
     return [{"role": "system", "content": system},
             {"role": "user", "content": instruction.replace("{lines}", "\n".join(lines))}]
+
+
+def user_statements(turns: Sequence[Sequence[Mapping[str, str]]]) -> list[str]:
+    """The user's messages of `turns` that tell rather than ask (see `summary_messages`), whitespace
+    collapsed, in order."""
+    said = [" ".join(m["content"].split()) for t in turns for m in t if m.get("role") == "user"]
+    return [text for text in said if text and not text.endswith("?") and not _REQUEST.match(text)]
+
+
+def surprisal_prune(engine: LLMEngine, turns: Sequence[Sequence[Mapping[str, str]]], max_tokens: int) -> str:
+    """Notes for `turns` without generating: the user's statements (`user_statements`) cut into phrases
+    (at punctuation and line ends), each phrase scored by its self-information under `engine`'s model
+    (the sum of -log p of its tokens, the text read once from the start), and the most informative
+    phrases kept, in their order, up to `max_tokens` tokens; "" when the turns hold no statement.
+    After Selective-Context (Li et al. 2023, "Compressing Context to Enhance Inference Efficiency of
+    Large Language Models"), which keeps the lexical units above a percentile of self-information;
+    here the cut is the block's token cap. Call it on the engine's thread (one prefill and one
+    verify forward on its KV cache, which the next prefill crops)."""
+    import torch
+
+    said = user_statements(turns)
+    if not said:
+        return ""
+    text = "\n".join(said)
+    tokenizer = engine.tokenizer
+    encoded = tokenizer(text, add_special_tokens=False, return_offsets_mapping=True)
+    ids, offsets = list(encoded["input_ids"]), list(encoded["offset_mapping"])
+    bos = getattr(tokenizer, "bos_token_id", None)
+    start = [bos] if isinstance(bos, int) else tokenizer("\n", add_special_tokens=False)["input_ids"]
+    first = engine.prefill(start)
+    rows = engine.verify(ids) if len(ids) > 1 else first[None, :]
+    logits = torch.cat([first[None, :], rows[:-1]]) if len(ids) > 1 else first[None, :]
+    info = (-torch.log_softmax(logits.float(), dim=-1)[torch.arange(len(ids)), torch.tensor(ids)]).tolist()
+    units: list[tuple[int, int, float, int]] = []  # (start char, end char, information, tokens)
+    for match in re.finditer(r"[^,.;:!?\n]+[,.;:!?]*", text):
+        inside = [i for i, (a, _) in enumerate(offsets) if match.start() <= a < match.end()]
+        if inside and match.group().strip():
+            units.append((match.start(), match.end(), sum(info[i] for i in inside), len(inside)))
+    kept, used = set(), 0
+    for unit in sorted(units, key=lambda u: -u[2]):
+        if used + unit[3] <= max_tokens:
+            kept.add(unit)
+            used += unit[3]
+    return " ".join(text[a:b].strip() for a, b, _, _ in sorted(kept))
 
 
 def clean_notes(text: str) -> str:

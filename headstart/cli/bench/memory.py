@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 
 from headstart.bench.answers import HALVES
-from headstart.bench.memory import METHODS
+from headstart.bench.memory import DEFAULT_METHODS, METHODS
 from headstart.cli.options import add_llm_precision_arguments, add_threads_argument, options_from_args
 from headstart.config import LLMConfig
 
@@ -13,9 +13,10 @@ from headstart.config import LLMConfig
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--model", default=LLMConfig().model,
                         help=f"LLM preset, folder or prepared hub id (default {LLMConfig().model})")
-    parser.add_argument("--methods", default=",".join(METHODS),
-                        help=f"comma-separated: full (the whole history), window (whole old turns dropped), summary "
-                        f"(old turns compacted by the LLM); default {','.join(METHODS)}")
+    parser.add_argument("--methods", default=",".join(DEFAULT_METHODS),
+                        help=f"comma-separated of {','.join(METHODS)}: full (the whole history), window (whole old turns "
+                        "dropped), summary (old turns compacted into notes by the LLM), selective (the user's statements "
+                        f"pruned to their most surprising phrases, no generation); default {','.join(DEFAULT_METHODS)}")
     parser.add_argument("--budgets", default="25,50,75",
                         help="history budgets in percent of each conversation's full history (default 25,50,75)")
     parser.add_argument("--half", choices=HALVES, default="B",
