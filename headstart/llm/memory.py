@@ -17,8 +17,9 @@ whatever the chat template does with several. Evicted context summarised recursi
 itself is MemGPT's (Packer et al. 2023, "MemGPT: Towards LLMs as Operating Systems"); prompt
 compression prunes tokens instead (LLMLingua: Jiang et al. 2023, "LLMLingua: Compressing Prompts for
 Accelerated Inference of Large Language Models"; Selective-Context: Li et al. 2023, "Compressing Context
-to Enhance Inference Efficiency of Large Language Models", by their surprisal; not built here). Here
-the unit is a whole turn and the compressor is the assistant's own LLM, so nothing else is loaded.
+to Enhance Inference Efficiency of Large Language Models", by their surprisal: `surprisal_prune`, a
+bench method, not a session setting). Here the unit is a whole turn and the compressor is the
+assistant's own LLM, so nothing else is loaded.
 
 The summariser (`summarise`) runs a prompt of its own (`summary_messages`): a note-taker's system
 message and the user's words of the turns to compact, in order, with one instruction
