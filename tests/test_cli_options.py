@@ -63,3 +63,20 @@ def test_serve_takes_the_drain_limit():
     assert server_config_from_args(parser.parse_args(["--drain-s", "0"])).drain_s == 0.0
     for bad in ("-1", "nan", "inf"):
         assert "--drain-s" in server_config_from_args(parser.parse_args(["--drain-s", bad]))
+
+
+@pytest.mark.parametrize("module", ["demo", "serve", "mic"])
+def test_the_memory_setting_reaches_the_llm_config_beside_the_history_budget(module):
+    import argparse
+    import importlib
+
+    from headstart.cli.options import build_config
+
+    parser = argparse.ArgumentParser()
+    importlib.import_module(f"headstart.cli.{module}").add_arguments(parser)
+    assert build_config(parser.parse_args([])).llm.memory == "summary"
+    config = build_config(parser.parse_args(["--memory", "window", "--max-history-tokens", "400"])).llm
+    assert (config.memory, config.max_history_tokens) == ("window", 400)
+    assert build_config(parser.parse_args(["--memory", "off"])).llm.memory == "off"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--memory", "everything"])

@@ -103,7 +103,7 @@ def test_the_history_window_fits_the_llms_context_and_counts_with_its_tokenizer_
             self.counted.append(text)
             return len(text.split())
 
-    llm, config = WordLLM(), replace(LLMConfig(), system_prompt="Be brief, please.")
+    llm, config = WordLLM(), replace(LLMConfig(), system_prompt="Be brief, please.", memory="window")
     make = history_window(llm, config)
     assert llm.counted == []  # nothing counted until the window is made
     window = make()
@@ -111,6 +111,29 @@ def test_the_history_window_fits_the_llms_context_and_counts_with_its_tokenizer_
     assert window.max_tokens == history_budget("auto", 2048, config.max_new_tokens, 3)
     assert history_window(llm, replace(config, max_history_tokens=None))() is None  # "none": everything
     assert history_window(llm, replace(config, max_history_tokens=300))().max_tokens == 300
+
+
+def test_the_default_memory_compacts_within_the_context_and_falls_back_to_the_window_without_a_summariser():
+    from headstart.config import LLMConfig
+    from headstart.llm.history import TurnWindow, history_budget
+    from headstart.llm.memory import CompactedHistory
+    from headstart.session.conversation import history_window
+
+    class WordLLM:
+        max_positions = 2048
+
+        def count_tokens(self, text: str) -> int:
+            return len(text.split())
+
+    config = LLMConfig(max_history_tokens=300)
+    assert config.memory == "summary"  # chosen with `headstart bench memory` (docs/llm.md)
+    memory = history_window(WordLLM(), config)()
+    fits = history_budget("auto", 2048, config.max_new_tokens, len(config.system_prompt.split()))
+    assert isinstance(memory, CompactedHistory) and memory.max_tokens == 300 and memory.hard_max_tokens == 600 <= fits
+    assert isinstance(history_window(WordLLM(), config, can_summarise=False)(), TurnWindow)  # a remote LLM
+    assert history_window(WordLLM(), LLMConfig(memory="off"))() is None
+    with pytest.raises(ValueError, match="memory"):
+        history_window(WordLLM(), LLMConfig(memory="everything"))
 
 
 def test_dropped_turns_counts_what_the_window_left_out():

@@ -33,7 +33,7 @@ _SCOPES = {
 
 def add_pipeline_arguments(parser: argparse.ArgumentParser, scope: str = "", head_start: bool = True) -> None:
     """The flags `build_config` reads, as `headstart demo`, `serve`, `mic` and `bench conversation` take
-    them: `--asr`, `--llm`, `--tts` and `--coqui-model`, `--max-new-tokens`, `--max-history-tokens`,
+    them: `--asr`, `--llm`, `--tts` and `--coqui-model`, `--max-new-tokens`, `--max-history-tokens`, `--memory`,
     `--torch-threads`, `--llm-dtype`, `--llm-quantize` and the head-start switches (`head_start`; `bench
     conversation` switches them per configuration instead).
 
@@ -103,8 +103,8 @@ def llm_precision_from_args(args: argparse.Namespace, base: LLMConfig) -> dict:
 
 
 def add_history_argument(parser: argparse.ArgumentParser) -> None:
-    """`--max-history-tokens`, as every entry point that holds a conversation takes it
-    (`LLMConfig.max_history_tokens`, headstart/llm/history.py)."""
+    """`--max-history-tokens` and `--memory`, as every entry point that holds a conversation takes them
+    (`LLMConfig.max_history_tokens`, headstart/llm/history.py; `LLMConfig.memory`, headstart/llm/memory.py)."""
 
     def setting(text: str):
         from headstart.llm.history import parse_history_setting
@@ -119,6 +119,20 @@ def add_history_argument(parser: argparse.ArgumentParser) -> None:
                         help="the conversation kept in the LLM's prompt, in tokens: past it, whole old turns "
                         "are dropped (down to 75 %%); auto (default): what fits the model's context besides the "
                         "reply; none: keep everything (a long conversation then outgrows the context)")
+
+    def memory(text: str) -> str:
+        from headstart.llm.memory import parse_memory_setting
+
+        try:
+            return parse_memory_setting(text)
+        except ValueError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parser.add_argument("--memory", type=memory, default=LLMConfig().memory, metavar="off|window|summary",
+                        help="what a long conversation keeps of the turns past --max-history-tokens: window "
+                        "drops whole old turns; summary has the LLM compact them into short notes while it is "
+                        f"idle (frozen once written); off keeps everything (default {LLMConfig().memory}; "
+                        "docs/llm.md \"Long conversations\")")
 
 
 def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
@@ -163,6 +177,7 @@ def build_config(args: argparse.Namespace) -> PipelineConfig:
         asr=replace(base.asr, model=args.asr),
         llm=replace(base.llm, model=args.llm, max_new_tokens=args.max_new_tokens,
                     max_history_tokens=getattr(args, "max_history_tokens", base.llm.max_history_tokens),
+                    memory=getattr(args, "memory", base.llm.memory),
                     **llm_precision_from_args(args, base.llm)),
         tts=replace(base.tts, engine=args.tts, coqui_model=getattr(args, "coqui_model", None) or base.tts.coqui_model),
         session=session_config_from_args(args, base.session),

@@ -88,6 +88,8 @@ class Replies:
         audio_frame_s: reply audio in frames of this many seconds (None: as the engine gives it).
         tools: the session's `Toolbox` (None: no tools, every reply is the LLM's).
         on_tool_ran: `() -> None` after each tool run (the session re-arms its timer watch).
+        on_reply_done: `() -> None` once a reply's audio has all left and the history keeps it (the
+            session may compact the history while the assistant is idle).
 
     Attributes:
         current: the reply that has (or last had) the floor; None before the first and after a cut-off.
@@ -109,10 +111,12 @@ class Replies:
         audio_frame_s: float | None = None,
         tools: Toolbox | None = None,
         on_tool_ran: Callable[[], None] = lambda: None,
+        on_reply_done: Callable[[], None] = lambda: None,
     ) -> None:
         self._components = components
         self.tools = tools
         self._on_tool_ran = on_tool_ran
+        self._on_reply_done = on_reply_done
         self._config = components.config
         self._clock = clock
         self._turns = turns
@@ -328,6 +332,7 @@ class Replies:
             self._turns.audio_done()
         reply.history_index = self._conversation.add_assistant(reply.turn.reply)
         self._put(TurnCompleted(reply.turn, reply.id))
+        self._on_reply_done()
 
     def _failed(self, reply: Reply, exc: Exception) -> None:
         """A stage failed: a held reply is dropped silently (the end of turn regenerates); else the

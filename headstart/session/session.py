@@ -30,6 +30,14 @@ listener's endpointer and the head start. `Listening` (headstart/session/listeni
 Sessions share the llm thread through `Components.llm_priority` (confirmed replies first); the chat is
 the session's `Conversation` (headstart/session/conversation.py: history, continuations).
 
+Memory (`LLMConfig.memory` "summary", headstart/llm/memory.py): once a reply has all left and the
+assistant is idle, a history past its budget is compacted: the oldest turns become a short note the
+LLM writes (greedy, on the "llm" thread), frozen once written. The user's speech, or another
+session's confirmed reply (`Components.llm_priority`), cancels it (the
+summariser stops at its next token and the note is dropped: the turn then goes on the chat as it was,
+so its LiveTurn and any held reply stay exact); a note is applied only while no user turn, held reply
+or reply is open, and the chat the next turn follows is prefilled again at once (`HeadStart.prewarm`).
+
 Tools (headstart/tools/, docs/tools.md): a final transcript a tool serves gets the tool's spoken answer
 instead of the LLM's (`Replies.route`); a held reply may be a tool reply, but its tool runs only once
 the end of turn releases it (`Reply`), between a `ToolCalled` and its `ToolResult`. A timer or alarm that fires sends `TimerFired` and an
@@ -40,6 +48,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import threading
+from collections.abc import Awaitable, Callable
 
 from headstart.audio import AudioFrame
 from headstart.clock import Clock, MonotonicClock
@@ -112,7 +122,26 @@ class _End:
 
 
 _END = _End()
-_FROM_CONFIG = object()  # Session(eou_scorer=...) default: the model SessionConfig.eou names
+_FROM_CONFIG = object()  # Session(eou_scorer=..., summariser=...) default: from the components
+# `async (messages, max_tokens, cancelled) -> notes or None`: the history's summariser (llm/memory.py)
+Summariser = Callable[[list[dict[str, str]], int, Callable[[], bool]], Awaitable[str | None]]
+
+
+def default_summariser(components: Components) -> Summariser | None:
+    """`summarise` (llm/memory.py) on the components' local engine, run on its "llm" executor; None for
+    a remote LLM backend (it has no KV cache here to continue)."""
+    engine = components.local_engine
+    if engine is None:
+        return None
+
+    async def run(messages: list[dict[str, str]], max_tokens: int, cancelled: Callable[[], bool]) -> str | None:
+        from headstart.llm.memory import summarise
+
+        return await asyncio.get_running_loop().run_in_executor(
+            components.llm_executor, lambda: summarise(engine, messages, max_tokens, cancelled))
+
+    return run
+
 
 
 class Session:
@@ -146,6 +175,15 @@ class Session:
         user: whose lists the tools keep ("default" when the server knows no user).
         lists: where lists are kept (default: `ListStore()`, in `$HEADSTART_DATA_DIR` or the user's
             data folder).
+        summariser: `async (messages, max_tokens, cancelled) -> notes or None` for the history's
+            compaction (`LLMConfig.memory` "summary"): the LLM's notes on the chat `messages`
+            (llm/memory.py `summary_messages`), at most `max_tokens` tokens, None once `cancelled()`
+            is true. Default: `summarise` on the local engine's "llm" thread; None (and with a remote
+            LLM): no compaction ("summary" then keeps the turn window).
+
+    Attributes:
+        compactions: compactions applied; `compactions_dropped`: those the user's speech (or a turn
+            already open) cancelled or that failed.
     """
 
     def __init__(
@@ -162,6 +200,7 @@ class Session:
         tools: ToolRegistry | None = None,
         user: str = "default",
         lists: ListStore | None = None,
+        summariser: Summariser | None | object = _FROM_CONFIG,
     ) -> None:
         self._config = components.config
         self._clock: Clock = clock or MonotonicClock()
@@ -169,13 +208,16 @@ class Session:
         self._echo = EchoGuard(EchoDetector() if echo is True else (echo or None))
         self.turns = TurnTaking(self._clock, realtime_playback=realtime_playback)
         self._out: asyncio.Queue[SessionEvent | FromReply | Exception | _End] = asyncio.Queue()
-        self.conversation = Conversation(self._config.llm.system_prompt, history_window(components.llm, self._config.llm))
+        self._summariser: Summariser | None = (default_summariser(components) if summariser is _FROM_CONFIG
+                                               else summariser)  # type: ignore[assignment]
+        self.conversation = Conversation(self._config.llm.system_prompt, history_window(
+            components.llm, self._config.llm, can_summarise=self._summariser is not None))
         self.replies = Replies(
             components, self._clock, self.turns, self._echo, self.conversation, self._out.put_nowait, owner=self,
             speech_started_at=lambda: self._speech_started_at,
             on_held_failed=lambda reply: self.head_start.held_failed(reply),
             playback_lead_s=playback_lead_s, audio_frame_s=audio_frame_s, tools=self.toolbox,
-            on_tool_ran=self._on_tool_ran)
+            on_tool_ran=self._on_tool_ran, on_reply_done=self._reply_done)
         plan = components.eou_plan() if eou_scorer is _FROM_CONFIG else None
         self._endpoint_config = plan.endpoint if plan is not None else self._config.endpoint
         self.head_start = HeadStart(
@@ -201,6 +243,11 @@ class Session:
         self._closed = False
         self._speech_started_at: float | None = None  # the current utterance's first speech start
         self._paused = False  # the listener's VAD hears a pause of preempt_pause_s, not yet its end
+        self._compaction: asyncio.Task[None] | None = None
+        self._priority = components.llm_priority
+        self._compaction_cancel: threading.Event | None = None
+        self.compactions = 0
+        self.compactions_dropped = 0
         self.timers = None if self.toolbox is None else TimerAnnouncer(
             self._clock, self.toolbox, self._out.put_nowait, can_speak=self._can_announce, speak=self._announce)
 
@@ -311,6 +358,7 @@ class Session:
 
     async def reset(self) -> None:
         """Forget the conversation: stop any reply, drop the input in progress, clear the history."""
+        self._cancel_compaction()
         self.replies.apply(self.turns.interrupt("reset"))
         await self.clear_input()
         self.conversation.clear()
@@ -320,6 +368,7 @@ class Session:
         if self._closed:
             return
         self._closed = True
+        self._cancel_compaction()  # no turn follows: no memory is needed
         await self._listening.end_input()
         self.head_start.cancel("cleared")  # a held reply the input never confirmed
         self._close_timers()
@@ -354,6 +403,7 @@ class Session:
     async def aclose(self) -> None:
         """Stop everything at once (the client went away): no more events are produced."""
         self._closed = True
+        self._cancel_compaction()
         tasks = self.tasks  # the held reply's too, before the head start lets go of it
         self._close_timers()
         self.head_start.cancel("closed")
@@ -372,7 +422,8 @@ class Session:
         tool run's): none before its first audio, none once `aclose` returns."""
         replies = [r.task for r in (self.replies.current, self.head_start.held) if r is not None]
         watch = self.timers.task if self.timers is not None else None
-        return [t for t in (*self._listening.tasks, self._timer, watch, *replies, *self.replies.tool_tasks)
+        return [t for t in (*self._listening.tasks, self._timer, watch, self._compaction, *replies,
+                            *self.replies.tool_tasks)
                 if t is not None and not t.done()]
 
     @property
@@ -424,6 +475,7 @@ class Session:
             if self._turn is None:
                 self._turn = TurnTimeline()
                 self._speech_started_at = now
+            self._cancel_compaction()  # the user's turn comes first: the summariser stops at its next token
             self.eou.new_utterance()  # estimates of the text so far are stale once speech resumes
             self.head_start.speech_started()  # resumed speech drops held work
             self._out.put_nowait(event)
@@ -524,6 +576,55 @@ class Session:
         if call is None:
             return None
         return self.replies.new(self._current_turn(), held=True, hypothesis=text, messages=messages, tool_call=call)
+
+    # -- memory: compaction while the assistant is idle ---------------------------------------------------
+
+    def _idle(self) -> bool:
+        """No user turn open, the user not speaking, no reply and nothing held: the chat is at rest."""
+        return (not self._closed and self._turn is None and self.turns.user is UserState.LISTENING
+                and self.replies.agent_silent and self.head_start.held is None)
+
+    def _reply_done(self) -> None:
+        """A reply's audio has all left: once its task is over (the next loop step), compact the history
+        if it is due (`LLMConfig.memory`)."""
+        if self._summariser is not None:
+            asyncio.get_running_loop().call_soon(self._start_compaction)
+
+    def _start_compaction(self) -> None:
+        if self._summariser is None or self._compaction is not None or not self._idle():
+            return
+        due = self.conversation.compaction()
+        if due is not None:
+            self._compaction_cancel = cancel = threading.Event()
+            self._compaction = asyncio.create_task(self._compact(*due, cancel), name="session-compaction")
+
+    async def _compact(self, plan, messages: list[dict[str, str]] | None, cancel: threading.Event) -> None:
+        """Run the summariser (not for turns with nothing to note: `messages` None); its notes are
+        frozen only if nothing started meanwhile (else dropped: the turn in progress was opened on the
+        chat as it is, and stays exact on it)."""
+        assert self._summariser is not None
+        # another session's confirmed reply needs the llm thread: background work gives way
+        unsubscribe = self._priority.subscribe(self, cancel.set)
+        try:
+            notes = "" if messages is None else await self._summariser(messages, plan.max_tokens, cancel.is_set)
+        except Exception as exc:  # noqa: BLE001 - reported; the session goes on with the history as it is
+            notes = None
+            self._out.put_nowait(StageError("llm_failed", f"the history's compaction failed: {type(exc).__name__}: {exc}"))
+        finally:
+            unsubscribe()
+            self._compaction = None
+        if notes is None or cancel.is_set() or not self._idle() or not self.conversation.compact(plan, notes):
+            self.compactions_dropped += 1
+            return
+        self.compactions += 1
+        # idle: an open LiveTurn is only the prewarm, opened on the chat before the notes
+        self.head_start.close_live()
+        if self._head_start_possible():
+            self.head_start.prewarm()  # the one re-prefill, while the assistant is idle
+
+    def _cancel_compaction(self) -> None:
+        if self._compaction_cancel is not None:
+            self._compaction_cancel.set()
 
     # -- tools and timers -------------------------------------------------------------------------------
 
