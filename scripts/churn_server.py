@@ -3,6 +3,11 @@
 open sessions sampled as they go: memory per session must stay flat.
 
     .venv/bin/python scripts/churn_server.py --sessions 400 --every 25
+    .venv/bin/python scripts/churn_server.py --sessions 3000 --every 100 --spoken-every 10
+
+With `--spoken-every N` only every N-th connection speaks a turn; the others end in the other ways a
+client leaves, in turn: a socket closed right after `session.started`, a drop in the middle of an
+utterance (0.5 s of speech sent), a handshake with no `session.start`, and a proper `session.end`.
 
 The server runs in this process (port 0) with the real models (the default ASR and voice, `--llm`,
 default the small test model smollm2-135m), so RSS covers both sides; before each sample the garbage
@@ -33,10 +38,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--every", type=int, default=25, help="sample RSS every this many sessions")
     parser.add_argument("--llm", default="smollm2-135m")
     parser.add_argument("--speed", type=float, default=3.0, help="audio sent at this many times real time")
+    parser.add_argument("--spoken-every", type=int, default=1,
+                        help="every N-th connection speaks a turn; the others leave in the other ways (1: all speak)")
     args = parser.parse_args(argv)
-    if args.sessions < 2 or args.every < 1 or not 0.5 <= args.speed <= 3.5:
-        parser.error("--sessions must be >= 2, --every >= 1 and --speed in [0.5, 3.5]")
+    if args.sessions < 2 or args.every < 1 or args.spoken_every < 1 or not 0.5 <= args.speed <= 3.5:
+        parser.error("--sessions must be >= 2, --every >= 1, --spoken-every >= 1 and --speed in [0.5, 3.5]")
     return args
+
+
+# How a connection that does not speak a turn leaves (--spoken-every).
+LEAVE_KINDS = ("start_drop", "mid_utterance", "no_session", "session_end")
 
 
 def rss_mb() -> float:
@@ -49,7 +60,7 @@ async def churn(args: argparse.Namespace) -> dict:
     from headstart.config import PipelineConfig
     from headstart.corpus import recordings as data
     from headstart.server.client import ReplyAudioFrame, VoiceClient
-    from headstart.server.protocol import ReplyAudioStart, SessionStart
+    from headstart.server.protocol import ReplyAudioStart, SessionEnd, SessionStart
     from headstart.server.server import ServerConfig, VoiceServer
     from headstart.session.components import Components
 
@@ -62,18 +73,31 @@ async def churn(args: argparse.Namespace) -> dict:
     pcms = [(np.clip(np.concatenate([r.read(), np.zeros(8000, np.float32)]), -1, 1) * 32767).astype("<i2")
             for r in turns]
     samples: list[dict] = []
+    kinds: dict[str, int] = {}
     answered = 0
     started = time.monotonic()
     try:
         for n in range(1, args.sessions + 1):
             pcm = pcms[n % len(pcms)]
+            kind = "turn" if n % args.spoken_every == 0 or n == 1 else LEAVE_KINDS[n % len(LEAVE_KINDS)]
+            kinds[kind] = kinds.get(kind, 0) + 1
             client = await VoiceClient.open(f"ws://127.0.0.1:{port}/ws")
             try:
+                if kind == "no_session":
+                    continue  # the handshake only
                 await client.send(SessionStart())
                 await asyncio.wait_for(client.receive(), 30)  # session.started
-                for lo in range(0, pcm.shape[0], 320):
-                    await client.send_pcm16(pcm[lo : lo + 320].tobytes())
+                if kind == "start_drop":
+                    continue
+                if kind == "session_end":
+                    await client.send(SessionEnd())
+                    continue
+                sent = pcm if kind == "turn" else pcm[: 8000]  # mid_utterance: 0.5 s of the turn
+                for lo in range(0, sent.shape[0], 320):
+                    await client.send_pcm16(sent[lo : lo + 320].tobytes())
                     await asyncio.sleep(0.02 / args.speed)
+                if kind == "mid_utterance":
+                    continue
                 await client.commit()  # the turn ends now (push-to-talk): the churn is about sessions, not the endpointer
                 deadline = time.monotonic() + 20
                 while time.monotonic() < deadline:
@@ -84,7 +108,7 @@ async def churn(args: argparse.Namespace) -> dict:
             except (TimeoutError, ConnectionError):
                 pass
             finally:
-                await client.close()  # a drop: no session.end
+                await client.close()  # a drop (but for session_end): the socket just closes
             if n % args.every == 0 or n == 1:
                 for _ in range(50):  # the server notices the close and ends the session
                     if not server.connections:
@@ -107,7 +131,7 @@ async def churn(args: argparse.Namespace) -> dict:
         x = np.array([s["sessions"] for s in half], float)
         y = np.array([s["rss_mb"] for s in half], float)
         slope = round(float(np.polyfit(x, y, 1)[0]) * 100, 2)
-    return {"sessions": args.sessions, "answered": answered, "llm": args.llm,
+    return {"sessions": args.sessions, "kinds": kinds, "answered": answered, "llm": args.llm,
             "rss_mb_first": samples[0]["rss_mb"], "rss_mb_last": samples[-1]["rss_mb"],
             "rss_mb_per_100_sessions_second_half": slope, "threads_max": max(s["threads"] for s in samples),
             "open_sessions_last": samples[-1]["open_sessions"], "seconds": round(time.monotonic() - started, 1)}

@@ -1,16 +1,21 @@
-"""Soak of `headstart serve`: many spoken turns over one websocket session, with the process's RSS and the
-LLM prompt's size after each turn (a long conversation must keep working with flat memory).
+"""Soak of `headstart serve`: many spoken turns over one websocket session, with each turn's
+voice-to-voice, TTFT, the LLM prompt's size and the process's RSS (a long conversation must keep working
+at a flat cost).
 
-    .venv/bin/python scripts/soak_server.py --turns 40 --max-history-tokens 256
-    .venv/bin/python scripts/soak_server.py --turns 40 --max-history-tokens none   # the unbounded history
+    .venv/bin/python scripts/soak_server.py --turns 100 --max-history-tokens 1024
+    .venv/bin/python scripts/soak_server.py --turns 100 --memory off   # the whole history, for comparison
+    .venv/bin/python scripts/soak_server.py --turns 150 --speed 1      # a ~30-minute conversation
 
-The server runs in this process (port 0) with the real models (ASR whisper-tiny.en, `--llm`, Piper), so
-its session's history and prompt can be read; the client sends the packaged recordings in turn (each
+The server runs in this process (port 0) with the real default models (ASR, `--llm`, voice), so its
+session's history and prompt can be read; the client sends the packaged recordings in turn (each
 followed by 2 s of silence) at `--speed` x real time, plays replies at once (it reports each reply's
 audio as played on arrival) and waits for the turn's `metrics.turn` (or 60 s); a turn not ended 8 s
-after its audio (a text that reads unfinished) is ended with `input.commit`. The client is
-headstart/server/client.py. RSS is the whole process's (`psutil`), client included. Prints a table
-and ends with one JSON line.
+after its audio (a text that reads unfinished) is ended with `input.commit`. Between turns it waits
+until the session's memory is idle (a compaction runs while the assistant is idle, as it would while a
+user thinks). Voice-to-voice is measured by the client: from the recording's true end of speech (sent
+at `--speed`) to the reply's first audio frame. The client is headstart/server/client.py. RSS is the
+whole process's (`psutil`), client included. Prints a table and ends with one JSON line, which compares
+the p90 TTFT and voice-to-voice of turns 80-100 with turns 10-20 (scaled to `--turns`).
 """
 
 from __future__ import annotations
@@ -31,7 +36,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=40)
-    parser.add_argument("--llm", default="smollm2-135m")
+    parser.add_argument("--llm", default=None, help="the LLM (default: the pipeline's default)")
+    parser.add_argument("--memory", choices=("off", "window", "summary"), default=None,
+                        help="what the session keeps past the history budget (default: the pipeline's default)")
     parser.add_argument("--max-history-tokens", type=parse_history_setting, default="auto")
     parser.add_argument("--max-new-tokens", type=int, default=40)
     parser.add_argument("--torch-threads", type=int, default=1)
@@ -58,11 +65,9 @@ async def soak(args: argparse.Namespace) -> dict:
     from headstart.server.server import ServerConfig, VoiceServer
 
     base = PipelineConfig()
-    config = replace(
-        base, threads=replace(base.threads, torch_threads=args.torch_threads),
-        llm=replace(base.llm, model=args.llm, dtype="float32", max_new_tokens=args.max_new_tokens,
-                    max_history_tokens=args.max_history_tokens),
-    )
+    llm = replace(base.llm, model=args.llm or base.llm.model, max_new_tokens=args.max_new_tokens,
+                  max_history_tokens=args.max_history_tokens, memory=args.memory or base.llm.memory)
+    config = replace(base, threads=replace(base.threads, torch_threads=args.torch_threads), llm=llm)
     components = Components.load(config)
     server = VoiceServer(components, ServerConfig(port=0))
     port = await server.start()
@@ -70,6 +75,7 @@ async def soak(args: argparse.Namespace) -> dict:
     rows: list[dict] = []
     events: list[ServerEvent] = []
     played_bytes: dict[str, int] = {}  # reply id -> its audio received (played on arrival), bytes
+    first_audio_at: list[float] = []  # monotonic time of each reply's first audio frame
 
     def count(kind: type[ServerEvent]) -> int:
         return sum(isinstance(e, kind) for e in events)
@@ -82,6 +88,8 @@ async def soak(args: argparse.Namespace) -> dict:
                 async for item in client:
                     if isinstance(item, ReplyAudioFrame):
                         if item.reply_id is not None:
+                            if played_bytes.get(item.reply_id, 0) == 0:
+                                first_audio_at.append(time.monotonic())
                             played_bytes[item.reply_id] = played_bytes.get(item.reply_id, 0) + len(item.pcm16)
                             await client.report_playback(item.reply_id, played_bytes[item.reply_id] / 2 / rate * 1000)
                         continue
@@ -101,8 +109,11 @@ async def soak(args: argparse.Namespace) -> dict:
                 rec = recordings[turn % len(recordings)]
                 audio = np.concatenate([rec.read(), np.zeros(32_000, np.float32)])
                 pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2")
+                while session.compacting:  # the user speaks once the assistant is idle (see the docstring)
+                    await asyncio.sleep(0.05)
                 done_before = count(MetricsTurn)
                 errors_before = count(ErrorEvent)
+                audio_before = len(first_audio_at)
                 t0 = time.monotonic()
                 for lo in range(0, pcm.shape[0], 320):
                     await client.send_pcm16(pcm[lo : lo + 320].tobytes())
@@ -122,8 +133,13 @@ async def soak(args: argparse.Namespace) -> dict:
                 await asyncio.sleep(0.3)  # the history is written as the turn completes
                 metrics = [e for e in events if isinstance(e, MetricsTurn)][done_before:]
                 prompt = components.local_engine.render_prompt(session.conversation.messages())
+                speech_end = t0 + rec.speech_end_s / args.speed
+                v2v_ms = (first_audio_at[audio_before] - speech_end) * 1000 if len(first_audio_at) > audio_before else None
+                ttft_ms = metrics[0].latencies.ttft_ms if metrics else None
                 rows.append({
                     "turn": turn + 1, "recording": rec.name, "answered": bool(metrics), "committed": committed,
+                    "v2v_ms": None if v2v_ms is None else round(v2v_ms), "ttft_ms": None if ttft_ms is None else round(ttft_ms),
+                    "compactions": session.compactions,
                     "errors": [e.code for e in events if isinstance(e, ErrorEvent)][errors_before:],
                     "history_messages": len(session.history), "prompt_tokens": len(prompt),
                     "dropped_turns": session.conversation.dropped_turns,
@@ -131,6 +147,7 @@ async def soak(args: argparse.Namespace) -> dict:
                 })
                 row = rows[-1]
                 print(f"{row['turn']:>4} {row['recording'][:24]:<24} answered={row['answered']!s:<5} "
+                      f"v2v={row['v2v_ms'] or 0:>5} ms ttft={row['ttft_ms'] or 0:>4} ms compactions={row['compactions']:>2} "
                       f"history={row['history_messages']:>3} prompt={row['prompt_tokens']:>5} "
                       f"dropped={row['dropped_turns']:>3} rss={row['rss_mb']:>7.1f} MB "
                       f"errors={row['errors']} {row['turn_s']:.1f} s", flush=True)
@@ -142,13 +159,29 @@ async def soak(args: argparse.Namespace) -> dict:
         components.close()
     rss = [r["rss_mb"] for r in rows]
     tenth = max(1, len(rows) // 4)
+
+    def p90(key: str, lo: float, hi: float) -> float | None:
+        """p90 of `key` over turns lo..hi of a 100-turn session, scaled to the turns run."""
+        n = len(rows)
+        values = [r[key] for r in rows[round(lo / 100 * n) - 1 : round(hi / 100 * n)] if r[key] is not None]
+        return float(np.percentile(values, 90)) if values else None
+
+    early_ttft, late_ttft = p90("ttft_ms", 10, 20), p90("ttft_ms", 80, 100)
+    early_v2v, late_v2v = p90("v2v_ms", 10, 20), p90("v2v_ms", 80, 100)
     return {
         "turns": len(rows), "answered": sum(r["answered"] for r in rows),
-        "errors": sorted({c for r in rows for c in r["errors"]}), "llm": args.llm,
+        "errors": sorted({c for r in rows for c in r["errors"]}), "llm": config.llm.model,
         "max_history_tokens": args.max_history_tokens, "max_prompt_tokens": max(r["prompt_tokens"] for r in rows),
         "last_prompt_tokens": rows[-1]["prompt_tokens"], "dropped_turns": rows[-1]["dropped_turns"],
         "rss_mb_after_turn_1": rss[0], "rss_mb_first_quarter_median": statistics.median(rss[:tenth]),
         "rss_mb_last_quarter_median": statistics.median(rss[-tenth:]), "rss_mb_max": max(rss),
+        "memory": config.llm.memory, "compactions": rows[-1]["compactions"],
+        "ttft_p90_ms_turns_10_20": early_ttft, "ttft_p90_ms_turns_80_100": late_ttft,
+        "ttft_p90_ratio_late_early": None if not early_ttft or late_ttft is None else round(late_ttft / early_ttft, 3),
+        "v2v_p90_ms_turns_10_20": early_v2v, "v2v_p90_ms_turns_80_100": late_v2v,
+        "v2v_p90_ratio_late_early": None if not early_v2v or late_v2v is None else round(late_v2v / early_v2v, 3),
+        "prompt_tokens_p50_turns_10_20": statistics.median(r["prompt_tokens"] for r in rows[len(rows) // 10 : len(rows) // 5 or 1]),
+        "prompt_tokens_p50_turns_80_100": statistics.median(r["prompt_tokens"] for r in rows[len(rows) * 4 // 5 :]),
         "seconds": round(total_s, 1),
     }
 

@@ -674,6 +674,11 @@ class Session:
         self.replies.apply(self.turns.poll())
 
     @property
+    def compacting(self) -> bool:
+        """A compaction of the history is running (it runs only while the assistant is idle)."""
+        return self._compaction is not None
+
+    @property
     def history(self) -> list[dict[str, str]]:
         """The conversation so far (user and assistant messages; `Conversation.history`)."""
         return self.conversation.history
