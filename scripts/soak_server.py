@@ -109,7 +109,9 @@ async def soak(args: argparse.Namespace) -> dict:
                 rec = recordings[turn % len(recordings)]
                 audio = np.concatenate([rec.read(), np.zeros(32_000, np.float32)])
                 pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2")
-                while session.compacting:  # the user speaks once the assistant is idle (see the docstring)
+                for _ in range(1200):  # the user speaks once the assistant is idle (see the docstring)
+                    if not session.compacting:
+                        break
                     await asyncio.sleep(0.05)
                 done_before = count(MetricsTurn)
                 errors_before = count(ErrorEvent)
