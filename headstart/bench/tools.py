@@ -80,7 +80,12 @@ def _tool_requests() -> list[Request]:
             Request("How many cups in a liter?", "convert_units", {"value": 1.0, "from_unit": "liter", "to_unit": "cups"}),
             Request("Add apples to the shopping list", "list_add", {"item": "apples", "list_name": "shopping"}),
             Request("What day is it today?", "get_date", {}),
-            Request("Stop the timer", "timer_cancel", {})]
+            Request("Stop the timer", "timer_cancel", {}),
+            Request("Add 12 and 30.", "calculate", {"value": 42}),
+            Request("What's half of ninety?", "calculate", {"value": 45}),
+            Request("What is forty-two times two?", "calculate", {"value": 84}),
+            Request("How far is 3 miles in kilometers?", "convert_units",
+                    {"value": 3.0, "from_unit": "miles", "to_unit": "kilometers"})]
     return out
 
 
@@ -114,6 +119,7 @@ NO_TOOL = [
     "Call the nearest pharmacy.", "What's the traffic like on the way to work?", "Turn off the alarm system.",
     "How much is a flight to London?", "What is the population of Canada?", "Who won the game last night?",
     "How do I convert a PDF to Word?", "Add me to the guest list at the club.",
+    "Add salt and pepper to the soup.", "How long is a marathon in miles?",
 ]
 
 
