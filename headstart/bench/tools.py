@@ -132,25 +132,29 @@ def requests(small: bool = False) -> list[Request]:
 # -- the measure -------------------------------------------------------------------------------------
 
 
-def _arguments_match(request: Request, arguments: dict[str, Any]) -> bool:
-    if request.tool == "calculate":
+def arguments_match(tool: str, expected: dict[str, Any], arguments: dict[str, Any]) -> bool:
+    """Whether a call of `tool` with `arguments` (validated, as `Toolbox.route` gives them) is the one
+    `expected` describes: for "calculate" `expected` holds the result ({"value": 391}), for
+    "convert_units" the value and the two units (any spelling pint reads as the same unit), for the
+    other tools the arguments themselves (strings compared case-insensitively)."""
+    if tool == "calculate":
         from headstart.tools.calculator import evaluate, parse_expression
 
         try:
-            return math.isclose(evaluate(parse_expression(arguments["expression"])), request.arguments["value"])
+            return math.isclose(evaluate(parse_expression(arguments["expression"])), expected["value"])
         except (ValueError, KeyError):
             return False
-    if request.tool == "convert_units":
+    if tool == "convert_units":
         from headstart.tools.units import unit_name
 
         try:
-            return (math.isclose(arguments["value"], request.arguments["value"])
-                    and unit_name(arguments["from_unit"]) == unit_name(request.arguments["from_unit"])
-                    and unit_name(arguments["to_unit"]) == unit_name(request.arguments["to_unit"]))
+            return (math.isclose(arguments["value"], expected["value"])
+                    and unit_name(arguments["from_unit"]) == unit_name(expected["from_unit"])
+                    and unit_name(arguments["to_unit"]) == unit_name(expected["to_unit"]))
         except (ValueError, KeyError):
             return False
     got = {k: v.lower() if isinstance(v, str) else v for k, v in arguments.items()}
-    want = {k: v.lower() if isinstance(v, str) else v for k, v in request.arguments.items()}
+    want = {k: v.lower() if isinstance(v, str) else v for k, v in expected.items()}
     return got == want
 
 
@@ -173,7 +177,7 @@ def run(small: bool = False) -> dict[str, Any]:
             got = None if call is None else call.tool.name
             if got == request.tool:
                 row["right_tool"] += 1
-                if call is None or _arguments_match(request, call.arguments):
+                if call is None or arguments_match(call.tool.name, request.arguments, call.arguments):
                     row["right_arguments"] += 1
                 else:
                     misses.append({"text": request.text, "arguments": call.arguments})
