@@ -145,12 +145,12 @@ def arguments_match(tool: str, expected: dict[str, Any], arguments: dict[str, An
         except (ValueError, KeyError):
             return False
     if tool == "convert_units":
-        from headstart.tools.units import unit_name
+        from headstart.tools.units import convert
 
-        try:
+        try:  # one of a unit is one of the other: the same unit, however it is spelt ("hours", "hr")
             return (math.isclose(arguments["value"], expected["value"])
-                    and unit_name(arguments["from_unit"]) == unit_name(expected["from_unit"])
-                    and unit_name(arguments["to_unit"]) == unit_name(expected["to_unit"]))
+                    and math.isclose(convert(1.0, arguments["from_unit"], expected["from_unit"]), 1.0)
+                    and math.isclose(convert(1.0, arguments["to_unit"], expected["to_unit"]), 1.0))
         except (ValueError, KeyError):
             return False
     got = {k: v.lower() if isinstance(v, str) else v for k, v in arguments.items()}
