@@ -32,7 +32,9 @@ def test_the_items_cover_every_kind_with_dialogues_and_checks():
     items = load_items()
     assert len(items) >= 60
     by_kind = {k: [i for i in items if i.kind == k] for k in bench.KINDS}
-    assert all(len(v) >= 7 for v in by_kind.values()), {k: len(v) for k, v in by_kind.items()}
+    # the calculator answers the sums a tool serves: "arithmetic" keeps what it does not (a word problem)
+    assert all(len(v) >= 7 for k, v in by_kind.items() if k != "arithmetic"), {k: len(v) for k, v in by_kind.items()}
+    assert by_kind["arithmetic"] and all(i.tool for i in by_kind["tool"])
     followups = by_kind["followup"]
     assert all(len(i.turns) >= 2 for i in followups) and any(len(i.turns) == 3 for i in followups)
     # every item can fail on content: a key fact, a refusal or a question back
@@ -192,11 +194,11 @@ def test_a_mixed_conversation_is_scored_turn_by_turn_in_its_own_half(tmp_path):
         assert len(item.turns) == int(k)
         assert half(item) == half(Item(base, "mixed", ("x",)))
     # a refusal first, then a question that needs an answer: both are scored
-    first = [i for i in items if i.id == "mixed-01.1"][0]
-    second = [i for i in items if i.id == "mixed-01.2"][0]
+    first = [i for i in items if i.id == "mixed-02.1"][0]
+    second = [i for i in items if i.id == "mixed-02.2"][0]
     assert first.expect == ("refusal",) and second.expect == ("answer",) and second.must
     assert not check(second, "Sorry, I can't do that, I can only talk.").ok
-    assert check(second, "Paris.").ok
+    assert check(second, "Eight.").ok
     path = tmp_path / "items.json"
     path.write_text(json.dumps({"items": [{"id": "m-01", "kind": "mixed", "turns": ["a", "b"], "checks": [{}]}]}))
     with pytest.raises(ValueError, match="one object per turn"):

@@ -59,7 +59,7 @@ def test_halves_follow_the_ids_final_number_and_adding_items_moves_none():
         half(Item("nope", "fact", ("q",)))
     # half A was chosen on the odd-numbered items: these stay in A whatever is added
     items = load_items()
-    assert {i.id for i in items if half(i) == "A"} >= {"fact-01", "cannot-03", "garbled-09", "smalltalk-07"}
+    assert {i.id for i in items if half(i) == "A"} >= {"fact-01", "cannot-01", "garbled-09", "smalltalk-07"}
     assert sum(half(i) == "A" for i in items) in range(len(items) // 2 - 3, len(items) // 2 + 4)
 
 

@@ -50,6 +50,9 @@ def run(box: Toolbox, text: str) -> str:
     ("Add milk to my shopping list.", "list_add", {"item": "milk", "list_name": "shopping"}),
     ("what's on my shopping list?", "list_read", {"list_name": "shopping"}),
     ("cancel my pasta timer", "timer_cancel", {"name": "pasta"}),
+    ("Add 12 and 30.", "calculate", {"expression": "12 plus 30"}),
+    ("add one hundred and five and six", "calculate", {"expression": "one hundred and five plus six"}),
+    ("How far is 3 miles in kilometers?", "convert_units", {"value": 3.0, "from_unit": "miles", "to_unit": "kilometers"}),
 ])
 def test_the_matcher_gives_the_tool_and_its_typed_arguments(box, text, tool, arguments):
     call = box.route(text)
@@ -60,7 +63,8 @@ def test_the_matcher_gives_the_tool_and_its_typed_arguments(box, text, tool, arg
 @pytest.mark.parametrize("text", [
     "what is the weather like", "play some music", "call mom", "what is the capital of france",
     "tell me a joke", "hello there", "cancel it", "how long is left", "what time is it in atlantis",
-    "convert my house to a boat", "",
+    "convert my house to a boat", "add salt and pepper to the soup", "how long is a marathon in miles",
+    "what is half of the cake", "",
 ])
 def test_requests_no_tool_serves_go_to_the_llm(box, text):
     assert box.route(text) is None
@@ -79,6 +83,9 @@ def test_spoken_answers(box):
     assert run(box, "what is the date") == "Today is Thursday, December 3, 2026."
     assert run(box, "What is 17 times 23?") == "17 times 23 is 391."
     assert run(box, "what is seventeen times twenty three") == "17 times 23 is 391."
+    assert run(box, "What's seventeen times twenty-three?") == "17 times 23 is 391."
+    assert run(box, "How much is half of ninety?") == "Half of 90 is 45."
+    assert run(box, "Add bread and butter to my shopping list.") == "Added bread and butter to your shopping list."
     assert run(box, "convert 5 miles to kilometers") == "5 miles is 8.05 kilometers."
     assert run(box, "set an alarm for 7:30 am") == "Alarm set for 7:30 AM."
     assert run(box, "Set a timer for ten minutes.") == "Timer set for ten minutes."
@@ -134,7 +141,8 @@ def test_the_data_folder_comes_from_the_environment(tmp_path, monkeypatch):
 @pytest.mark.parametrize(("text", "value"), [
     ("17 times 23", 391), ("twenty divided by four", 5), ("2 plus 3 squared", 11), ("the square root of 81", 9),
     ("15 percent of 80", 12), ("one hundred and five plus two point five", 107.5), ("3 + 4 * 2", 11),
-    ("(3 + 4) * 2", 14), ("minus 4 times 2", -8), ("2 to the power of 10", 1024),
+    ("(3 + 4) * 2", 14), ("minus 4 times 2", -8), ("2 to the power of 10", 1024), ("forty-two times two", 84),
+    ("half of fifty", 25), ("a quarter of eighty", 20), ("half of 3 plus 1", 2.5),
 ])
 def test_the_calculator(text, value):
     assert evaluate(parse_expression(text)) == pytest.approx(value)

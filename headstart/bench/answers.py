@@ -1,16 +1,25 @@
 """`headstart bench answers`: are the replies worth hearing?
 
-Spoken-style user turns written for this project (`bench/data/answers.json`, 83 single items in eight
+Spoken-style user turns written for this project (`bench/data/answers.json`, single items in nine
 kinds: one-fact questions, small arithmetic, requests the assistant cannot carry out, how-to questions,
 small talk, follow-ups that need the earlier turns, ASR-garbled or half-heard input, plain statements
-that ask nothing and must not be refused; and a ninth kind, "mixed": conversations where a request it
-cannot carry out or half-heard words come first and answerable turns follow, each turn scored on its
-own, so that one refusal does not lock the conversation) are answered by the
-project's own LLMEngine through the session's reply path (`generate_stream`: the system prompt put
-first by `with_system_prompt`, the chat template, the soft token budget `SentenceBudget`, the
-session's speculative decoder, which is exact), greedy. A dialogue's earlier turns are answered by
-the model itself and kept in the history as the session keeps them; only its last reply is scored
-(a mixed conversation is one item per turn).
+that ask nothing and must not be refused, requests a local tool serves ("tool": the time, a timer,
+arithmetic, a unit conversion); and a tenth kind, "mixed": conversations where a request it cannot
+carry out or half-heard words come first and answerable turns follow, each turn scored on its own, so
+that one refusal does not lock the conversation) are answered the way the session answers them:
+
+- with tools on (the default; `--no-tools` as `headstart serve` takes it) the deterministic matcher
+  goes first (`Toolbox.route`, headstart/tools/): a turn it serves gets the tool's spoken answer, the
+  tool really runs (on a fresh temporary list store and timers per conversation: nothing reaches the
+  user's data folder);
+- every other turn goes to the project's own LLMEngine through the session's reply path
+  (`generate_stream`: the chat template, the soft token budget `SentenceBudget`, the session's
+  speculative decoder, which is exact), greedy, on the prompt the session's `Conversation` renders
+  (the system prompt first, the turns a fixed reply answered left out).
+
+A dialogue's earlier turns are answered (by a tool or the model) and kept in a `Conversation` as the
+session keeps them, a tool turn included (the user's words and the spoken answer); only its last reply
+is scored (a mixed conversation is one item per turn).
 
 Every scored reply is checked twice (`check`):
 
@@ -21,10 +30,17 @@ Every scored reply is checked twice (`check`):
 - spoken form (`spoken_form_faults`): at most two sentences, no list, markdown, code or emoji, and
   not the question restated as the answer (no content word beyond the user's own words).
 
-An item is right when both hold. Items are split into two stable halves by the number that ends their
+An item that names a `tool` also needs that tool to have run for its last turn with the expected
+arguments (`tool_faults`; its spoken answer is then checked as above, without the prompt-copy rule);
+one that names none fails when a tool ran (a false action: the target is 0).
+
+An item is right when all hold. Items are split into two stable halves by the number that ends their
 id (`half`: odd A, even B): choose a prompt on A, report it on B (`--half`). Prints a table per model, prompt and kind, the failures in full,
-a summary with decode speed, the system prompt's one-off prefill per session and a turn's TTFT with
-that prefill cached (`_turn_ttft`: what the prompt's length costs per turn), then one JSON line.
+the tool items right, the false actions and the LLM-only items' score (with tools on, also what the
+same items score without tools: the few whose conversation had a tool turn are answered again with
+tools off, the others' prompts are the same), a summary with decode speed, the system prompt's one-off
+prefill per session and a turn's TTFT with that prefill cached (`_turn_ttft`: what the prompt's length
+costs per turn), then one JSON line.
 """
 
 from __future__ import annotations
@@ -34,13 +50,19 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from headstart.bench.answer_prompts import PROMPTS  # re-exported: the --prompt names
 from headstart.config import LLMConfig, ThreadPlan
+from headstart.timeline import ToolUse
+
+if TYPE_CHECKING:
+    from headstart.tools.toolbox import Toolbox
 
 __all__ = [
     "HALVES",
@@ -60,9 +82,10 @@ __all__ = [
     "prompt_copy",
     "sentences",
     "spoken_form_faults",
+    "tool_faults",
 ]
 
-KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled", "statement", "mixed")
+KINDS = ("fact", "arithmetic", "cannot", "howto", "smalltalk", "followup", "garbled", "statement", "tool", "mixed")
 HALVES = ("A", "B")
 EXPECTS = ("answer", "refusal", "question")
 # "prompt": earlier turns as the session's prompt holds them (the turns a fixed reply answered left out,
@@ -78,7 +101,9 @@ class Item:
     """One scored turn. `turns`: the user's turns of one conversation (the model answers each; the
     last reply is scored). `must`: groups of phrases, each group needs one; `must_not`: phrases;
     `expect`: the reply kinds that fit ("answer", "refusal", "question"). Phrases match whole words
-    on `normalize`d text; a phrase starting with "re:" is a regular expression over that text."""
+    on `normalize`d text; a phrase starting with "re:" is a regular expression over that text.
+    `tool`: the local tool the last turn must run (None: no tool may run), with `arguments` as
+    `headstart.bench.tools.arguments_match` reads them ({"value": 391} for "calculate")."""
 
     id: str
     kind: str
@@ -88,6 +113,8 @@ class Item:
     expect: tuple[str, ...] = ("answer",)
     note: str = ""
     echo_ok: bool = False  # a greeting or goodbye may be answered in the user's own words ("Good night!")
+    tool: str | None = None
+    arguments: dict[str, Any] = field(default_factory=dict)
 
     @property
     def question(self) -> str:
@@ -145,8 +172,15 @@ def load_items(path: str | Path | None = None) -> list[Item]:
         seen.add(r["id"])
         if not isinstance(r.get("echo_ok", False), bool):
             raise ValueError(f"{where}: echo_ok must be true or false")
+        tool, arguments = r.get("tool"), r.get("arguments", {})
+        if r["kind"] == "tool" and not (isinstance(tool, str) and tool):
+            raise ValueError(f"{where}: a tool item names its tool")
+        if tool is not None and (not isinstance(tool, str) or r["kind"] not in ("tool", "mixed")):
+            raise ValueError(f"{where}: only a tool item or a mixed turn may name a tool (a string)")
+        if not isinstance(arguments, dict) or (arguments and tool is None):
+            raise ValueError(f"{where}: arguments must be an object, given with a tool")
         items.append(Item(r["id"], r["kind"], tuple(turns), tuple(tuple(g) for g in must), tuple(must_not),
-                          expect, r.get("note", ""), r.get("echo_ok", False)))
+                          expect, r.get("note", ""), r.get("echo_ok", False), tool, dict(arguments)))
     return items
 
 
@@ -335,27 +369,67 @@ def content_faults(item: Item, answer: str, system_prompt: str = "") -> list[str
     return faults
 
 
+def tool_faults(item: Item, ran: ToolUse | None) -> list[str]:
+    """What is wrong with the tool that ran for `item`'s last turn (`ran`; None: the LLM replied):
+    "no tool ran (expected X)", "ran Y (expected X)", "arguments {...} (expected {...})", "ran a
+    tool: Y (none expected)" (a false action), "the tool failed". Empty list: fine."""
+    from headstart.bench.tools import arguments_match
+
+    if item.tool is None:
+        return [] if ran is None else [f"ran a tool: {ran.name} (none expected)"]
+    if ran is None:
+        return [f"no tool ran (expected {item.tool})"]
+    if ran.name != item.tool:
+        return [f"ran {ran.name} (expected {item.tool})"]
+    faults = [] if arguments_match(ran.name, item.arguments, dict(ran.arguments)) else \
+        [f"arguments {ran.arguments} (expected {item.arguments})"]
+    return faults + ([] if ran.ok else ["the tool failed"])
+
+
 @dataclass(frozen=True, slots=True)
 class Verdict:
-    """One scored reply: its content faults and spoken-form faults (both empty: right)."""
+    """One scored reply: its content faults (the tool's among them) and spoken-form faults (both
+    empty: right)."""
 
     item: Item
     answer: str
     content: tuple[str, ...]
     form: tuple[str, ...]
-    context: tuple[str, ...] = ()  # the model's own replies to the dialogue's earlier turns
+    context: tuple[str, ...] = ()  # the replies to the dialogue's earlier turns (the model's or a tool's)
+    tools: tuple[ToolUse | None, ...] = ()  # per turn, the tool that answered it (None: the LLM)
 
     @property
     def ok(self) -> bool:
         return not self.content and not self.form
 
+    @property
+    def tool(self) -> ToolUse | None:
+        """The tool that answered the scored (last) turn, or None."""
+        return self.tools[-1] if self.tools else None
 
-def check(item: Item, answer: str, context: Sequence[str] = (), system_prompt: str = "") -> Verdict:
-    """Score `answer`, the reply to `item`'s last turn under `system_prompt`."""
-    return Verdict(item, answer, tuple(content_faults(item, answer, system_prompt)),
+    @property
+    def false_action(self) -> bool:
+        """A tool ran for the scored turn of an item that expects none."""
+        return self.item.tool is None and self.tool is not None
+
+    @property
+    def tool_in_history(self) -> bool:
+        """A tool answered one of the earlier turns (so the LLM's prompt differs from a run without tools)."""
+        return any(t is not None for t in self.tools[:-1])
+
+
+def check(item: Item, answer: str, context: Sequence[str] = (), system_prompt: str = "",
+          tools: Sequence[ToolUse | None] = ()) -> Verdict:
+    """Score `answer`, the reply to `item`'s last turn under `system_prompt`; `tools`: per turn, the
+    tool that answered it (None: the LLM; empty: no tools for any turn). A tool's answer is held to
+    neither the prompt-copy rule (the LLM did not write it) nor the restated-question one (a
+    confirmation says what was asked: "Timer set for ten minutes.")."""
+    ran = tools[-1] if tools else None
+    content = tool_faults(item, ran) + content_faults(item, answer, system_prompt if ran is None else "")
+    return Verdict(item, answer, tuple(content),
                    tuple(spoken_form_faults(answer, item.question, asks_back="question" in item.expect,
-                                            echo_ok=item.echo_ok)),
-                   tuple(context))
+                                            echo_ok=item.echo_ok or ran is not None)),
+                   tuple(context), tuple(tools))
 
 
 # -- running the models ----------------------------------------------------------------------------
@@ -380,33 +454,80 @@ async def _reply(engine, messages, config, executor, decoder):
     return done, stream.stats
 
 
-def _answer(engine, decoder, config: LLMConfig, executor, item: Item, stats: _RunStats,
-            history_mode: str = "prompt") -> Verdict:
-    """The session's reply path for each turn of `item`; the history holds the user's turns and the
-    model's own replies, as the session's does. `history_mode` "prompt": the prompt leaves out the
-    turns a fixed reply answered, as the session's prompt does (llm/canned.py); "full": every turn."""
+@contextmanager
+def bench_toolbox() -> Iterator[Toolbox]:
+    """A fresh session's tools for one conversation: the built-in ones on a fake clock (a timer never
+    fires during the bench) with their lists in a temporary folder, removed afterwards (nothing reaches
+    the user's data folder); closed on exit."""
+    import tempfile
+
+    from headstart.clock import FakeClock
+    from headstart.tools.lists import ListStore
+    from headstart.tools.toolbox import Toolbox
+
+    with tempfile.TemporaryDirectory(prefix="headstart-bench-answers-") as folder:
+        toolbox = Toolbox(FakeClock(), lists=ListStore(Path(folder) / "lists.sqlite3"), user="bench")
+        try:
+            yield toolbox
+        finally:
+            toolbox.close()
+
+
+def run_tool_turn(toolbox: Toolbox, text: str) -> tuple[str, ToolUse] | None:
+    """The session's tool reply to the user's `text`: the matched call run once (`Toolbox.route`,
+    `Toolbox.run`), as (its spoken answer, the `ToolUse` the session records); None when no tool
+    serves `text` (the LLM answers)."""
     import asyncio
 
-    from headstart.llm.canned import without_canned_turns
+    call = toolbox.route(text) if text.strip() else None
+    if call is None:
+        return None
+    outcome = asyncio.run(toolbox.run(call))
+    return outcome.spoken.strip(), ToolUse(name=call.tool.name, arguments=dict(call.arguments), ok=outcome.ok)
 
-    history: list[dict[str, str]] = []
+
+def _answer(engine, decoder, config: LLMConfig, executor, item: Item, stats: _RunStats,
+            history_mode: str = "prompt", tools: bool = True) -> Verdict:
+    """Each turn of `item` as the session answers it: a tool's reply when `tools` and the matcher
+    serves the turn, else the LLM's on the session's reply path. The history is a session
+    `Conversation` (the user's turns, the replies, a tool turn as the user's words and the spoken
+    answer). `history_mode` "prompt": the prompt the session renders (`Conversation.messages`: the
+    turns a fixed reply answered left out, llm/canned.py); "full": every turn."""
+    import asyncio
+
+    from headstart.session.conversation import Conversation
+
+    conversation = Conversation(config.system_prompt)
     replies: list[str] = []
-    for text in item.turns:
-        messages = [*history, {"role": "user", "content": text}]
-        if history_mode == "prompt":
-            messages = without_canned_turns(messages)
-        done, reply_stats = asyncio.run(_reply(engine, messages, config, executor, decoder))
-        reply = done.text.strip()
-        times = reply_stats.token_times_s
-        stats.reply_tokens.append(len(times))
-        if reply_stats.ttft_s is not None:
-            stats.ttft_s.append(reply_stats.ttft_s)
-        if len(times) > 1:
-            stats.decode_tokens += len(times) - 1
-            stats.decode_s += times[-1] - times[0]
-        replies.append(reply)
-        history = [*history, {"role": "user", "content": text}, {"role": "assistant", "content": reply}]
-    return check(item, replies[-1], replies[:-1], config.system_prompt)
+    used: list[ToolUse | None] = []
+    with bench_toolbox() if tools else _no_toolbox() as toolbox:
+        for text in item.turns:
+            conversation.add_user(text)
+            served = run_tool_turn(toolbox, text) if toolbox is not None else None
+            if served is not None:
+                reply, tool = served
+            else:
+                tool = None
+                messages = conversation.messages() if history_mode == "prompt" else \
+                    [{"role": "system", "content": config.system_prompt}, *conversation.history]
+                done, reply_stats = asyncio.run(_reply(engine, messages, config, executor, decoder))
+                reply = done.text.strip()
+                times = reply_stats.token_times_s
+                stats.reply_tokens.append(len(times))
+                if reply_stats.ttft_s is not None:
+                    stats.ttft_s.append(reply_stats.ttft_s)
+                if len(times) > 1:
+                    stats.decode_tokens += len(times) - 1
+                    stats.decode_s += times[-1] - times[0]
+            conversation.add_assistant(reply)
+            replies.append(reply)
+            used.append(tool)
+    return check(item, replies[-1], replies[:-1], config.system_prompt, used if tools else ())
+
+
+@contextmanager
+def _no_toolbox() -> Iterator[None]:
+    yield None
 
 
 def _session_prefill(engine, system_prompt: str) -> tuple[int, float]:
@@ -485,6 +606,7 @@ class AnswersBenchOptions:
     all_answers: bool
     json: bool
     history: tuple[str, ...] | None = None
+    tools: bool | None = None  # None: on (the session's default)
 
 
 def main(args: AnswersBenchOptions) -> int:
@@ -516,6 +638,11 @@ def main(args: AnswersBenchOptions) -> int:
         return 2
     softs = args.soft_max_tokens or [LLMConfig().soft_max_tokens]
     threads = ThreadPlan(torch_threads=args.threads)
+    use_tools = args.tools is not False
+    if use_tools:
+        from headstart.tools.toolbox import warm_up
+
+        warm_up()  # the templates and the unit registry, before the first timed reply
 
     from transformers.utils import logging as hf_logging
 
@@ -547,18 +674,29 @@ def main(args: AnswersBenchOptions) -> int:
                     config = replace(base, system_prompt=text, soft_max_tokens=soft)
                     log(f"{model} / prompt {name} / soft_max_tokens {soft} / history {mode}: {len(items)} items")
                     stats, verdicts, t0 = _RunStats(), [], time.perf_counter()
+                    without: dict[str, Verdict] = {}  # LLM-only items whose conversation had a tool turn
                     for n, item in enumerate(items, 1):
-                        verdict = _answer(engine, decoder, config, executor, item, stats, mode)
+                        verdict = _answer(engine, decoder, config, executor, item, stats, mode, use_tools)
                         verdicts.append(verdict)
-                        log(f"  [{n}/{len(items)}] {'ok  ' if verdict.ok else 'FAIL'} {item.id}: {verdict.answer!r}")
+                        tool = f" [{verdict.tool.name}]" if verdict.tool is not None else ""
+                        log(f"  [{n}/{len(items)}] {'ok  ' if verdict.ok else 'FAIL'} {item.id}{tool}: "
+                            f"{verdict.answer!r}")
+                        if item.tool is None and any(t is not None for t in verdict.tools):
+                            # its prompt (or its reply) differs without tools: answer it again that way
+                            without[item.id] = _answer(engine, decoder, config, executor, item, _RunStats(), mode,
+                                                       tools=False)
+                            log(f"      without tools {'ok  ' if without[item.id].ok else 'FAIL'}: "
+                                f"{without[item.id].answer!r}")
                     runs.append(_summary(model, name, text, soft, prompt_tokens, prefill_s, verdicts, stats,
-                                         time.perf_counter() - t0, engine, turn_ttft_s) | {"history": mode})
+                                         time.perf_counter() - t0, engine, turn_ttft_s)
+                                | {"history": mode} | _tool_summary(verdicts, use_tools, without))
             del engine, decoder
     finally:
         executor.shutdown(wait=True)
-    result = {"bench": "answers", "items": len(items), "kinds": kinds, "threads": args.threads,
+    result = {"bench": "answers", "items": len(items), "kinds": kinds, "tools": use_tools, "threads": args.threads,
               "dtype": args.dtype, "quantize": args.quantize, "speculative": args.speculative,
-              "max_new_tokens": args.max_new_tokens, "runs": [{k: v for k, v in r.items() if k != "verdicts"}
+              "max_new_tokens": args.max_new_tokens, "runs": [{k: v for k, v in r.items()
+                                                               if k not in ("verdicts", "without_verdicts")}
                                                               for r in runs]}
     if not args.json:
         _print_tables(runs, kinds, args.all_answers)
@@ -601,6 +739,38 @@ def _summary(model, prompt_name, prompt_text, soft, prompt_tokens, prefill_s, ve
     }
 
 
+def _share(verdicts: Sequence[Verdict]) -> dict[str, Any]:
+    right = sum(v.ok for v in verdicts)
+    return {"right": right, "total": len(verdicts), "score": round(right / len(verdicts), 4) if verdicts else None}
+
+
+def _tool_summary(verdicts: list[Verdict], tools: bool, without: dict[str, Verdict]) -> dict[str, Any]:
+    """The tool figures of a run: the tool items right (all and per tool), the false actions (a tool
+    ran for the scored turn of an item that expects none: the target is 0), the LLM-only items' score
+    and, with tools on, the same items' score without tools (`without`: those answered again with
+    tools off because a tool answered one of their turns; the others' prompts were the same)."""
+    tool_items = [v for v in verdicts if v.item.tool is not None]
+    per_tool: dict[str, dict[str, int]] = {}
+    for v in tool_items:
+        row = per_tool.setdefault(str(v.item.tool), {"right": 0, "total": 0})
+        row["total"] += 1
+        row["right"] += v.ok
+    llm_only = [v for v in verdicts if v.item.tool is None]
+    out: dict[str, Any] = {
+        "tools": tools, "tool_items": _share(tool_items), "tool_items_per_tool": per_tool,
+        "false_actions": sum(v.false_action for v in verdicts),
+        "false_action_ids": [v.item.id for v in verdicts if v.false_action],
+        "llm_only": _share(llm_only),
+    }
+    if tools:
+        out["llm_only_without_tools"] = _share([without.get(v.item.id, v) for v in llm_only]) | {
+            "answered_again": sorted(without), "changed": sorted(i for i, w in without.items()
+                                                                 if w.ok != next(v.ok for v in llm_only
+                                                                                 if v.item.id == i))}
+        out["without_verdicts"] = without
+    return out
+
+
 def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None:
     for r in runs:
         print(f"\nanswers: {r['model']} ({r['dtype']}, {r['quantize'] or 'no quantisation'}), prompt "
@@ -616,6 +786,7 @@ def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None
         for name, h in sorted(r["by_half"].items()):
             print(f"{'half ' + name:<12}{h['total']:>6}{h['right']:>7}{h['right'] / h['total']:>8.0%}{'':>9}"
                   f"{h['form_faults']:>13}")
+        _print_tool_lines(r)
         shown = [v for v in r["verdicts"] if all_answers or not v.ok]
         if shown:
             print("answers:" if all_answers else "failures:")
@@ -623,12 +794,37 @@ def _print_tables(runs: list[dict], kinds: list[str], all_answers: bool) -> None
             turns = " / ".join(v.item.turns)
             before = "".join(f"\n      earlier reply: {c!r}" for c in v.context)
             faults = "; ".join([*v.content, *v.form]) or "ok"
-            print(f"  {v.item.id} [{faults}]\n      user: {turns}{before}\n      reply: {v.answer!r}")
-    print(f"\n{'model':<22}{'prompt':<10}{'history':>8}{'soft':>5}{'score':>7}{'content':>9}{'form':>6}{'tok/s':>7}"
+            tools = "".join(f"\n      turn {k} tool: {t.name} {t.arguments}" for k, t in enumerate(v.tools, 1) if t)
+            print(f"  {v.item.id} [{faults}]\n      user: {turns}{before}{tools}\n      reply: {v.answer!r}")
+    print(f"\n{'model':<22}{'prompt':<10}{'history':>8}{'soft':>5}{'tools':>6}{'score':>7}{'content':>9}{'form':>6}"
+          f"{'tool items':>11}{'false act':>10}{'LLM-only':>9}{'tok/s':>7}"
           f"{'reply tok':>10}{'sys tok':>8}{'sys prefill s':>14}{'turn TTFT s':>12}")
     for r in runs:
-        print(f"{r['model']:<22}{r['prompt']:<10}{r.get('history', 'prompt'):>8}{str(r['soft_max_tokens']):>5}{r['score']:>7.0%}"
-              f"{r['content_score']:>9.0%}{r['form_violation_rate']:>6.0%}{r['decode_tok_per_s'] or 0:>7.2f}"
+        tool_items, llm_only = r["tool_items"], r["llm_only"]
+        print(f"{r['model']:<22}{r['prompt']:<10}{r.get('history', 'prompt'):>8}{str(r['soft_max_tokens']):>5}"
+              f"{'on' if r['tools'] else 'off':>6}{r['score']:>7.0%}"
+              f"{r['content_score']:>9.0%}{r['form_violation_rate']:>6.0%}"
+              f"{tool_items['right']:>6}/{tool_items['total']:<4}{r['false_actions']:>10}"
+              f"{(llm_only['score'] or 0):>9.0%}{r['decode_tok_per_s'] or 0:>7.2f}"
               f"{r['reply_tokens_mean'] or 0:>10.1f}{r['session_prefill_tokens']:>8}{r['session_prefill_s']:>14.3f}"
               f"{r['turn_ttft_s'] or 0:>12.3f}")
     print()
+
+
+def _print_tool_lines(r: dict) -> None:
+    """The run's tool figures under its table (`_tool_summary`)."""
+    t, llm = r["tool_items"], r["llm_only"]
+    per_tool = ", ".join(f"{name} {row['right']}/{row['total']}" for name, row in sorted(r["tool_items_per_tool"].items()))
+    print(f"tools {'on' if r['tools'] else 'off (--no-tools)'}: tool items right {t['right']} of {t['total']}"
+          + (f" ({per_tool})" if per_tool else "") + f"; false actions {r['false_actions']} (target 0)"
+          + (f": {', '.join(r['false_action_ids'])}" if r["false_action_ids"] else ""))
+    line = f"LLM-only items right {llm['right']} of {llm['total']}" + (f" ({llm['score']:.0%})" if llm["total"] else "")
+    off = r.get("llm_only_without_tools")
+    if off is not None:
+        line += (f"; without tools {off['right']} of {off['total']}" + (f" ({off['score']:.0%})" if off["total"] else "")
+                 + f", {len(off['answered_again'])} answered again (a tool answered one of their turns)"
+                 + (f", changed: {', '.join(off['changed'])}" if off["changed"] else ""))
+    print(line)
+    for item_id, w in sorted(r.get("without_verdicts", {}).items()):
+        faults = "; ".join([*w.content, *w.form]) or "ok"
+        print(f"  {item_id} without tools [{faults}]: {w.answer!r}")

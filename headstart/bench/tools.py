@@ -80,7 +80,12 @@ def _tool_requests() -> list[Request]:
             Request("How many cups in a liter?", "convert_units", {"value": 1.0, "from_unit": "liter", "to_unit": "cups"}),
             Request("Add apples to the shopping list", "list_add", {"item": "apples", "list_name": "shopping"}),
             Request("What day is it today?", "get_date", {}),
-            Request("Stop the timer", "timer_cancel", {})]
+            Request("Stop the timer", "timer_cancel", {}),
+            Request("Add 12 and 30.", "calculate", {"value": 42}),
+            Request("What's half of ninety?", "calculate", {"value": 45}),
+            Request("What is forty-two times two?", "calculate", {"value": 84}),
+            Request("How far is 3 miles in kilometers?", "convert_units",
+                    {"value": 3.0, "from_unit": "miles", "to_unit": "kilometers"})]
     return out
 
 
@@ -114,6 +119,7 @@ NO_TOOL = [
     "Call the nearest pharmacy.", "What's the traffic like on the way to work?", "Turn off the alarm system.",
     "How much is a flight to London?", "What is the population of Canada?", "Who won the game last night?",
     "How do I convert a PDF to Word?", "Add me to the guest list at the club.",
+    "Add salt and pepper to the soup.", "How long is a marathon in miles?",
 ]
 
 
@@ -126,25 +132,29 @@ def requests(small: bool = False) -> list[Request]:
 # -- the measure -------------------------------------------------------------------------------------
 
 
-def _arguments_match(request: Request, arguments: dict[str, Any]) -> bool:
-    if request.tool == "calculate":
+def arguments_match(tool: str, expected: dict[str, Any], arguments: dict[str, Any]) -> bool:
+    """Whether a call of `tool` with `arguments` (validated, as `Toolbox.route` gives them) is the one
+    `expected` describes: for "calculate" `expected` holds the result ({"value": 391}), for
+    "convert_units" the value and the two units (any spelling pint reads as the same unit), for the
+    other tools the arguments themselves (strings compared case-insensitively)."""
+    if tool == "calculate":
         from headstart.tools.calculator import evaluate, parse_expression
 
         try:
-            return math.isclose(evaluate(parse_expression(arguments["expression"])), request.arguments["value"])
+            return math.isclose(evaluate(parse_expression(arguments["expression"])), expected["value"])
         except (ValueError, KeyError):
             return False
-    if request.tool == "convert_units":
-        from headstart.tools.units import unit_name
+    if tool == "convert_units":
+        from headstart.tools.units import convert
 
-        try:
-            return (math.isclose(arguments["value"], request.arguments["value"])
-                    and unit_name(arguments["from_unit"]) == unit_name(request.arguments["from_unit"])
-                    and unit_name(arguments["to_unit"]) == unit_name(request.arguments["to_unit"]))
+        try:  # one of a unit is one of the other: the same unit, however it is spelt ("hours", "hr")
+            return (math.isclose(arguments["value"], expected["value"])
+                    and math.isclose(convert(1.0, arguments["from_unit"], expected["from_unit"]), 1.0)
+                    and math.isclose(convert(1.0, arguments["to_unit"], expected["to_unit"]), 1.0))
         except (ValueError, KeyError):
             return False
     got = {k: v.lower() if isinstance(v, str) else v for k, v in arguments.items()}
-    want = {k: v.lower() if isinstance(v, str) else v for k, v in request.arguments.items()}
+    want = {k: v.lower() if isinstance(v, str) else v for k, v in expected.items()}
     return got == want
 
 
@@ -167,7 +177,7 @@ def run(small: bool = False) -> dict[str, Any]:
             got = None if call is None else call.tool.name
             if got == request.tool:
                 row["right_tool"] += 1
-                if call is None or _arguments_match(request, call.arguments):
+                if call is None or arguments_match(call.tool.name, request.arguments, call.arguments):
                     row["right_arguments"] += 1
                 else:
                     misses.append({"text": request.text, "arguments": call.arguments})

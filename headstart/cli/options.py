@@ -147,6 +147,12 @@ def add_head_start_argument(parser: argparse.ArgumentParser) -> None:
                         "the LLM's hidden state (head), the LLM's end-of-turn token probability (token, alias "
                         "llm), auto (head where this LLM has one, else token) or none (punctuation, fixed "
                         "silence); default: auto")
+    add_tools_argument(parser)
+
+
+def add_tools_argument(parser: argparse.ArgumentParser) -> None:
+    """`--tools / --no-tools`, as `demo`, `serve`, `mic --local` and `bench answers` take it: stored as
+    `args.tools`, None when neither is given (the default, on: `session_config_from_args`)."""
     parser.add_argument("--tools", action=argparse.BooleanOptionalAction, default=None,
                         help="local tools answer what they serve: the time and date, timers and alarms, lists, a "
                         "calculator, unit conversion (docs/tools.md); on by default, --no-tools: every reply is "

@@ -173,7 +173,8 @@ def builtin_tools(ctx: ToolContext) -> list[Tool]:
         """Arithmetic: "17 times 23"."""
         try:
             parsed = parse_expression(expression)
-            return f"{parsed.spoken} is {spoken_number(evaluate(parsed))}."
+            answer = f"{parsed.spoken} is {spoken_number(evaluate(parsed))}."
+            return answer[0].upper() + answer[1:]  # "Half of 50 is 25."
         except CalculatorError as exc:
             raise ToolArgumentError(str(exc)) from exc
 

@@ -1,5 +1,5 @@
 """A calculator over spoken arithmetic: "17 times 23", "twenty divided by four", "2 plus 3 squared",
-"the square root of 81", "15 percent of 80". A small recursive-descent parser over a token list; no
+"the square root of 81", "15 percent of 80", "half of fifty". A small recursive-descent parser over a token list; no
 `eval`, no Python AST: only numbers and the operators below, and results bounded."""
 
 from __future__ import annotations
@@ -15,7 +15,11 @@ _PHRASES = [  # longest first: spoken operators -> symbols
     ("percent of", "%of"), ("times", "*"), ("x", "*"), ("plus", "+"), ("minus", "-"), ("over", "/"),
     ("squared", "^2"), ("cubed", "^3"), ("add", "+"),
 ]
-_SYMBOLS = {"*": "times", "/": "divided by", "+": "plus", "-": "minus", "^": "to the power of"}
+# "half of 50", "a quarter of 80": unary operators, spoken back as said
+_FRACTIONS = {"half": ("halfof", 0.5), "quarter": ("quarterof", 0.25)}
+_SYMBOLS = {"*": "times", "/": "divided by", "+": "plus", "-": "minus", "^": "to the power of",
+            "halfof": "half of", "quarterof": "a quarter of"}
+_OPERATORS = ("+", "-", "*", "/", "^", "sqrt", "%of", "halfof", "quarterof")
 _MAX_ABS = 1e15
 
 
@@ -39,6 +43,8 @@ def parse_expression(text: str) -> Expression:
     """
     t = " " + text.lower().strip().rstrip("?.!") + " "
     t = re.sub(r"(\d),(\d{3})", r"\1\2", t)
+    t = re.sub(r"(?<=[a-z])-(?=[a-z])", " ", t)  # "twenty-three" as a recogniser may write it
+    t = re.sub(r"(?<![a-z])(?:(?:a|one) )?(half|quarter) of(?![a-z])", lambda m: f" {_FRACTIONS[m.group(1)][0]} ", t)
     t = re.sub(r"\b(what is|what's|whats|calculate|compute|how much is|equals?)\b", " ", t)
     for phrase, symbol in _PHRASES:
         t = re.sub(rf"(?<![a-z]){re.escape(phrase)}(?![a-z])", f" {symbol} ", t)
@@ -58,11 +64,11 @@ def parse_expression(text: str) -> Expression:
             words = []
         if w == "<end>":
             break
-        if w in ("+", "-", "*", "/", "^", "sqrt", "%of", "(", ")"):
+        if w in _OPERATORS or w in ("(", ")"):
             tokens.append(w)
         else:
             raise CalculatorError(f"not arithmetic: {w!r}")
-    if not any(tok in ("+", "-", "*", "/", "^", "sqrt", "%of") for tok in tokens):
+    if not any(tok in _OPERATORS for tok in tokens):
         raise CalculatorError("no operator")
     expression = Expression(tuple(tokens), "")
     evaluate(expression)  # parses it: a malformed one raises here, at match time
@@ -103,7 +109,8 @@ def _spoken(tokens: list[str]) -> str:
 
 class _Parser:
     """sum := product (('+'|'-') product)*; product := power (('*'|'/'|'%of') power)*;
-    power := unary ('^' unary)?; unary := '-' unary | 'sqrt' unary | atom; atom := number | '(' sum ')'."""
+    power := unary ('^' unary)?; unary := ('-'|'sqrt'|'halfof'|'quarterof') unary | atom;
+    atom := number | '(' sum ')'."""
 
     def __init__(self, tokens: list[str]) -> None:
         self.tokens = tokens
@@ -166,6 +173,9 @@ class _Parser:
             if value < 0:
                 raise CalculatorError("square root of a negative number")
             return math.sqrt(value)
+        if tok in ("halfof", "quarterof"):
+            self._take()
+            return {op: size for op, size in _FRACTIONS.values()}[tok] * self.unary()
         return self.atom()
 
     def atom(self) -> float:

@@ -150,6 +150,7 @@ def _duration_s(entities: dict[str, Any], prefix: str = "") -> float:
     return total
 
 
+_LOOSE_AND = re.compile(r"(?<!hundred)(?<!thousand)(?<!million)(?<!billion) and\b")
 _NAMED_TIMER = re.compile(r"^(?P<amount>.+?)[ -](?P<unit>hour|minute|second)s? (?P<name>[a-z][a-z ]*?) timer$")
 
 
@@ -180,6 +181,12 @@ def _to_match(intent: str, e: dict[str, Any]) -> IntentMatch | None:
             return None
         value, unit = split
         return IntentMatch(intent, intent, {"value": value, "from_unit": unit, "to_unit": text.get("to_unit", "")})
+    if intent == "calculate_sum":  # "add ten and five": the calculator reads "ten plus five"
+        addends = (text.get("addend", ""), text.get("other_addend", ""))
+        # which "and" splits the addends: an "and" inside one must be a number's ("a hundred and five")
+        if any(_LOOSE_AND.search(a) for a in addends):
+            return None
+        return IntentMatch(intent, "calculate", {"expression": f"{addends[0]} plus {addends[1]}"})
     if intent == "timer_status_short":
         return IntentMatch(intent, "timer_status", {})
     if intent == "timer_cancel_short":

@@ -9,6 +9,7 @@ from headstart.bench.answers import HALVES, HISTORY_MODES, KINDS
 from headstart.cli.options import (
     add_llm_precision_arguments,
     add_threads_argument,
+    add_tools_argument,
     options_from_args,
 )
 from headstart.config import LLMConfig
@@ -48,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="earlier turns of a conversation as the session's prompt holds them (prompt: the "
                              "turns a fixed reply such as the refusal answered left out) or all of them (full); "
                              "repeat for both (default prompt)")
+    add_tools_argument(parser)  # as `headstart serve` takes it: the matcher first, the LLM for the rest
     parser.add_argument("--all-answers", action="store_true", help="print every answer, not only the failures")
     parser.add_argument("--json", action="store_true", help="print only the JSON line")
 
