@@ -435,12 +435,14 @@ def run(options: EotBenchOptions, log: Callable[..., None] = print) -> dict[str,
         raise ValueError("the trace file needs spans of both splits (train, heldout)")
     fusion = fit_fusion(train)
     small_middle = options.grid != "full"
+    shipped_train = outcome(fires(SHIPPED, train, signal(train, "text")), train)
+    points = _points(shipped_train)
 
     families: dict[str, Any] = {}
     for family in FAMILIES:
         if family == "continuous-shipped":
             candidates = None
-            chosen = dict.fromkeys(_points(), SHIPPED)
+            chosen = dict.fromkeys(points, SHIPPED)
             kind = "text"
         else:
             kind = {"continuous": "text", "wait-text": "text", "wait-fused": "fused", "silence": "text"}[family]
@@ -458,7 +460,7 @@ def run(options: EotBenchOptions, log: Callable[..., None] = print) -> dict[str,
             else:
                 candidates = sweep_wait(table, thresholds, delays, timeouts, middle=True,
                                         middle_delays_s=(0.5, 0.8, 1.2) if not small_middle else (0.8,))
-            chosen = {name: pick(candidates, **budget) for name, budget in _points().items()}
+            chosen = {name: pick(candidates, **budget) for name, budget in points.items()}
             if family.startswith("wait"):
                 chosen = {name: None if params is None else WaitPolicy(*params) for name, params in chosen.items()}
         held_scores = signal(heldout, kind, fusion)
@@ -491,12 +493,17 @@ def run(options: EotBenchOptions, log: Callable[..., None] = print) -> dict[str,
     }
 
 
-def _points() -> dict[str, dict[str, float]]:
+def _points(shipped: Outcome | None = None) -> dict[str, dict[str, float]]:
+    """The operating points: eot-bench's budgets, and (given the shipped map's figures on the training
+    split) the least cut-offs at its mean latency and the least latency at its cut-off rate."""
     points: dict[str, dict[str, float]] = {}
     for budget in LATENCY_BUDGETS_S:
         points[f"cutoff_at_{budget:g}_s"] = {"max_latency_s": budget}
     for budget in CUTOFF_BUDGETS:
         points[f"latency_at_{budget:.0%}"] = {"max_cutoff": budget}
+    if shipped is not None:
+        points["cutoff_at_shipped_latency"] = {"max_latency_s": shipped.mean_latency_s}
+        points["latency_at_shipped_cutoff"] = {"max_cutoff": shipped.cutoff_rate}
     return points
 
 
@@ -509,20 +516,20 @@ def _met(entry: dict[str, Any]) -> dict[str, bool | None]:
 
 def table_lines(out: dict[str, Any]) -> list[str]:
     """The human-readable table of a result (held-out figures)."""
-    lines = [f"{'family':19s} {'point':15s} {'policy (chosen on train)':44s} {'cut-off held-out [95% CI]':27s} "
+    lines = [f"{'family':19s} {'point':25s} {'policy (chosen on train)':44s} {'cut-off held-out [95% CI]':27s} "
              f"{'after/inside':13s} {'latency mean [CI] / p50 / p90 (s)':34s}"]
     for family, entry in out["families"].items():
-        for name in _points():
+        for name in [k for k, v in entry.items() if isinstance(v, dict) or (v is None and k not in ("signal", "swept"))]:
             e = entry.get(name)
             if e is None:
-                lines.append(f"{family:19s} {name:15s} {'(no policy meets the budget on train)':44s}")
+                lines.append(f"{family:19s} {name:25s} (no policy meets the budget on train)")
                 continue
             ci = e["cutoff_ci"]
             mean_ci = e["latency_mean_ci"]
             lines.append(
-                f"{family:19s} {name:15s} {e['policy']:44s} "
+                f"{family:19s} {name:25s} {e['policy']:44s} "
                 f"{e['cutoff_rate']:6.1%} [{ci[0]:.1%}, {ci[1]:.1%}] {e['cut']:>3}/{e['holds']:<3} "
-                f"{e['after_sentence']:>6}/{e['inside_sentence']:<6} "
+                f"{e['after_sentence']:>5} {e['inside_sentence']:<7} "
                 f"{e['latency_mean_s']:.2f} [{mean_ci[0]:.2f}, {mean_ci[1]:.2f}] / {e['latency_p50_s']:.2f} / {e['latency_p90_s']:.2f}")
     return lines
 
