@@ -4,10 +4,11 @@ for a request that needed none: the target is 0), as a table and then one JSON l
 
     headstart bench tools            # all requests
     headstart bench tools --small    # every fourth request (what the test runs)
+    headstart bench tools --spoken   # the requests voiced by hibari and piper-joe, heard by the ASR
 
 No model runs: this measures the deterministic matcher (headstart/tools/matcher.py) and the tools'
 argument checks over a fresh session's tools (no timer running, an empty list file in a temporary
-folder)."""
+folder). `--spoken` puts the voices and the recogniser in front (headstart/bench/tools_spoken.py)."""
 
 from __future__ import annotations
 
@@ -126,7 +127,10 @@ def requests(small: bool = False) -> list[Request]:
 # -- the measure -------------------------------------------------------------------------------------
 
 
-def _arguments_match(request: Request, arguments: dict[str, Any]) -> bool:
+def arguments_match(request: Request, arguments: dict[str, Any]) -> bool:
+    """Whether a call's `arguments` are what `request` asks for: the calculator's expression by its value,
+    a conversion by its value and units, an alarm by its clock time, other arguments as text
+    (case aside)."""
     if request.tool == "calculate":
         from headstart.tools.calculator import evaluate, parse_expression
 
@@ -142,6 +146,14 @@ def _arguments_match(request: Request, arguments: dict[str, Any]) -> bool:
                     and unit_name(arguments["from_unit"]) == unit_name(request.arguments["from_unit"])
                     and unit_name(arguments["to_unit"]) == unit_name(request.arguments["to_unit"]))
         except (ValueError, KeyError):
+            return False
+    if request.tool == "alarm_set":
+        from headstart.tools.builtin import parse_clock_time
+        from headstart.tools.registry import ToolArgumentError
+
+        try:
+            return parse_clock_time(arguments["time"]) == parse_clock_time(request.arguments["time"])
+        except (ToolArgumentError, KeyError):
             return False
     got = {k: v.lower() if isinstance(v, str) else v for k, v in arguments.items()}
     want = {k: v.lower() if isinstance(v, str) else v for k, v in request.arguments.items()}
@@ -167,7 +179,7 @@ def run(small: bool = False) -> dict[str, Any]:
             got = None if call is None else call.tool.name
             if got == request.tool:
                 row["right_tool"] += 1
-                if call is None or _arguments_match(request, call.arguments):
+                if call is None or arguments_match(request, call.arguments):
                     row["right_arguments"] += 1
                 else:
                     misses.append({"text": request.text, "arguments": call.arguments})
@@ -201,17 +213,40 @@ def format_table(result: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class ToolsBenchOptions:
     """The options of `headstart bench tools` (headstart/cli/bench/tools.py): `small`, every fourth
-    request; `json`, only the JSON line."""
+    request; `json`, only the JSON line; `spoken`, the requests as speech heard by the recogniser
+    (headstart/bench/tools_spoken.py) in `voices` (comma-separated TTS engines, taking turns, or each
+    request in each with `each_voice`), recognised by `asr` (None: the session's default) on `threads`
+    CPU threads."""
 
     small: bool = False
     json: bool = False
+    spoken: bool = False
+    voices: str = "hibari,piper-joe"
+    each_voice: bool = False
+    asr: str | None = None
+    threads: int = 1
 
 
 def main(options: ToolsBenchOptions) -> int:
-    """`headstart bench tools`: the table (unless `json`), then the JSON line. Returns 0, or 1 when a
-    tool ran for a request that needed none."""
-    result = run(small=options.small)
-    if not options.json:
-        print(format_table(result))
+    """`headstart bench tools`: the table (unless `json`), then the JSON line. Returns 0, 1 when a tool
+    ran for a request that needed none, or 2 (spoken) when a model or voice is missing or fails."""
+    if options.spoken:
+        from headstart.bench import tools_spoken
+        from headstart.models.store import ModelError
+        from headstart.tts.base import TTSError
+
+        voices = tuple(v.strip() for v in options.voices.split(",") if v.strip())
+        log = (lambda *a, **k: None) if options.json else (lambda *a, **k: print(*a, **k, flush=True))
+        try:
+            result = tools_spoken.run(options.small, voices, options.each_voice, options.asr, options.threads, log=log)
+        except (ModelError, TTSError, ValueError) as exc:
+            print(f"bench tools: {exc}")
+            return 2
+        if not options.json:
+            print(tools_spoken.format_table(result))
+    else:
+        result = run(small=options.small)
+        if not options.json:
+            print(format_table(result))
     print(json.dumps(result))
     return 0 if result["false_actions"] == 0 else 1

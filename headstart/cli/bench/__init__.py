@@ -18,7 +18,7 @@ BENCHES = {
     "stages": "the LLM core's stage costs on CPU or CUDA (random weights, each preset's shapes) and the v2v floor",
     "ask-back": "the ask-back threshold: clean turns asked back (target 0), garbled turns caught, per threshold",
     "memory": "a long conversation at a flat prompt size: full history, turn window, LLM summary compaction",
-    "tools": "tool matching over 150+ text requests: right tool and arguments, false actions (target 0)",
+    "tools": "tool matching over 150+ requests, as text or spoken (--spoken): right tool and arguments, false actions (target 0)",
 }
 
 
