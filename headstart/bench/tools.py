@@ -228,25 +228,11 @@ class ToolsBenchOptions:
 
 
 def main(options: ToolsBenchOptions) -> int:
-    """`headstart bench tools`: the table (unless `json`), then the JSON line. Returns 0, 1 when a tool
-    ran for a request that needed none, or 2 (spoken) when a model or voice is missing or fails."""
-    if options.spoken:
-        from headstart.bench import tools_spoken
-        from headstart.models.store import ModelError
-        from headstart.tts.base import TTSError
-
-        voices = tuple(v.strip() for v in options.voices.split(",") if v.strip())
-        log = (lambda *a, **k: None) if options.json else (lambda *a, **k: print(*a, **k, flush=True))
-        try:
-            result = tools_spoken.run(options.small, voices, options.each_voice, options.asr, options.threads, log=log)
-        except (ModelError, TTSError, ValueError) as exc:
-            print(f"bench tools: {exc}")
-            return 2
-        if not options.json:
-            print(tools_spoken.format_table(result))
-    else:
-        result = run(small=options.small)
-        if not options.json:
-            print(format_table(result))
+    """`headstart bench tools` (the requests as text; `spoken`: headstart/bench/tools_spoken.py `main`):
+    the table (unless `json`), then the JSON line. Returns 0, or 1 when a tool ran for a request that
+    needed none."""
+    result = run(small=options.small)
+    if not options.json:
+        print(format_table(result))
     print(json.dumps(result))
     return 0 if result["false_actions"] == 0 else 1

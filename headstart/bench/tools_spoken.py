@@ -29,6 +29,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import datetime as dt
+import json
 import re
 import tempfile
 import time
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from headstart.bench.tools import Request, arguments_match, requests
+from headstart.bench.tools import Request, ToolsBenchOptions, arguments_match, requests
 
 SR = 16_000
 VOICES = ("hibari", "piper-joe")
@@ -298,3 +299,23 @@ def format_table(result: dict[str, Any]) -> str:
                  f"spoken result right {result['spoken_right']:.1%}, asked back {result['asked_back']}, "
                  f"false actions {result['false_actions']} (target 0)")
     return "\n".join(lines)
+
+
+def main(options: ToolsBenchOptions) -> int:
+    """`headstart bench tools --spoken`: a line per utterance and the table (unless `json`), then the
+    JSON line. Returns 0, 1 when a tool would run for a request that needs none, or 2 when a model or
+    voice is missing or fails."""
+    from headstart.models.store import ModelError
+    from headstart.tts.base import TTSError
+
+    voices = tuple(v.strip() for v in options.voices.split(",") if v.strip())
+    log = (lambda *a, **k: None) if options.json else (lambda *a, **k: print(*a, **k, flush=True))
+    try:
+        result = run(options.small, voices, options.each_voice, options.asr, options.threads, log=log)
+    except (ModelError, TTSError, ValueError) as exc:
+        print(f"bench tools: {exc}")
+        return 2
+    if not options.json:
+        print(format_table(result))
+    print(json.dumps(result))
+    return 0 if result["false_actions"] == 0 else 1

@@ -25,4 +25,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run_from_args(args: argparse.Namespace) -> int:
     from headstart.bench.tools import ToolsBenchOptions, main
 
-    return main(options_from_args(ToolsBenchOptions, args))
+    options = options_from_args(ToolsBenchOptions, args)
+    if options.spoken:
+        from headstart.bench.tools_spoken import main as spoken_main
+
+        return spoken_main(options)
+    return main(options)
