@@ -129,8 +129,8 @@ def requests(small: bool = False) -> list[Request]:
 
 def arguments_match(request: Request, arguments: dict[str, Any]) -> bool:
     """Whether a call's `arguments` are what `request` asks for: the calculator's expression by its value,
-    a conversion by its value and units, an alarm by its clock time, other arguments as text
-    (case aside)."""
+    a conversion by its value and units, an alarm by its clock time, a list by its stored name, other
+    arguments as text (case aside)."""
     if request.tool == "calculate":
         from headstart.tools.calculator import evaluate, parse_expression
 
@@ -155,8 +155,15 @@ def arguments_match(request: Request, arguments: dict[str, Any]) -> bool:
             return parse_clock_time(arguments["time"]) == parse_clock_time(request.arguments["time"])
         except (ToolArgumentError, KeyError):
             return False
-    got = {k: v.lower() if isinstance(v, str) else v for k, v in arguments.items()}
-    want = {k: v.lower() if isinstance(v, str) else v for k, v in request.arguments.items()}
+    from headstart.tools.lists import canonical_list
+
+    def plain(key: str, value: Any) -> Any:  # a list by the name it is stored under ("to-do" is "to do")
+        if key == "list_name":
+            return canonical_list(value)
+        return value.lower() if isinstance(value, str) else value
+
+    got = {k: plain(k, v) for k, v in arguments.items()}
+    want = {k: plain(k, v) for k, v in request.arguments.items()}
     return got == want
 
 
