@@ -395,6 +395,7 @@ def _tool_reply(executor, answer: str, preview: str | None):
 
     async def tool() -> str:
         runs.append(clock.now())
+        await asyncio.sleep(0.05)  # the preview's audio, ready since the hold, must not leave meanwhile
         return answer
 
     def open_tts() -> TTSStream:

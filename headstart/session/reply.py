@@ -276,6 +276,9 @@ class Reply:
         self._released = asyncio.Event()
         if not held:
             self._released.set()
+        # cleared while a tool reply's audio is its preview's, not yet checked against the tool's answer
+        self._answer_checked = asyncio.Event()
+        self._answer_checked.set()
         self._llm_started_called = False
         self._cancelled = False
         self.cancel_reason: str | None = None
@@ -451,7 +454,8 @@ class Reply:
         try:
             if self.stream is None and self.tool is not None:
                 preview = self._tool_preview() if self.held and self._tool_preview is not None else None
-                if preview:  # voiced while held: its audio waits in the TTS stream for the release
+                if preview:  # voiced while held: its audio waits until the tool's answer is known
+                    self._answer_checked.clear()
                     tts.push_text(preview)
                     tts.end_input()
                 # the gate: a tool runs only for a released reply; a dropped held one is cancelled here
@@ -464,6 +468,7 @@ class Reply:
                     audio_task = asyncio.create_task(self._pump_audio(tts), name=f"session-audio-{self.id}")
                 elif preview:
                     voiced = preview
+                self._answer_checked.set()
                 self.stream = SpokenStream(answer, self._clock)
             if self.stream is None:
                 assert self._open_stream is not None
@@ -523,6 +528,8 @@ class Reply:
         async for frame in tts:
             if not self._released.is_set():  # held: the first clause is synthesised, and waits here
                 await self._released.wait()
+            if not self._answer_checked.is_set():  # a tool's preview: only once it is the answer
+                await self._answer_checked.wait()
             while not self._playing.is_set():  # paused for a possible barge-in: hold the audio
                 await self._playing.wait()
             if self._cancelled:
