@@ -281,6 +281,9 @@ class SessionConfig:
     # it?", "Set a timer for ten minutes") gets its spoken answer instead of the LLM's; any other goes to
     # the LLM as before. False (`--no-tools`): every reply is the LLM's
     tools: bool = True
+    # a held tool reply voices the answer its tool will most likely give (computed without acting) so its
+    # audio is ready at the end of turn like a held LLM reply's; False: voiced only after the tool ran
+    tool_prevoice: bool = True
 
 
 @dataclass(frozen=True, slots=True)

@@ -40,6 +40,9 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--speed", type=float, default=3.0, help="audio sent at this many times real time")
     parser.add_argument("--spoken-every", type=int, default=1,
                         help="every N-th connection speaks a turn; the others leave in the other ways (1: all speak)")
+    parser.add_argument("--tracemalloc", type=int, default=0, metavar="N",
+                        help="trace Python allocations from the first sample past half the sessions on (slower "
+                             "from there): at the end, the N call sites that kept most (0: off)")
     args = parser.parse_args(argv)
     if args.sessions < 2 or args.every < 1 or args.spoken_every < 1 or not 0.5 <= args.speed <= 3.5:
         parser.error("--sessions must be >= 2, --every >= 1, --spoken-every >= 1 and --speed in [0.5, 3.5]")
@@ -48,6 +51,41 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 # How a connection that does not speak a turn leaves (--spoken-every).
 LEAVE_KINDS = ("start_drop", "mid_utterance", "no_session", "session_end")
+
+
+async def one_session(client, kind: str, pcm: np.ndarray, speed: float) -> int:
+    """One connection of `kind` (a spoken "turn" or one of LEAVE_KINDS) on an open `client`; the caller
+    closes it. Returns 1 when a spoken turn's reply audio arrived (within 20 s), else 0."""
+    from headstart.server.client import ReplyAudioFrame
+    from headstart.server.protocol import ReplyAudioStart, SessionEnd, SessionStart
+
+    if kind == "no_session":
+        return 0  # the handshake only
+    await client.send(SessionStart())
+    await asyncio.wait_for(client.receive(), 30)  # session.started
+    if kind == "start_drop":
+        return 0
+    if kind == "session_end":
+        await client.send(SessionEnd())
+        return 0
+    sent = pcm if kind == "turn" else pcm[:8000]  # mid_utterance: 0.5 s of the turn
+    for lo in range(0, sent.shape[0], 320):
+        await client.send_pcm16(sent[lo : lo + 320].tobytes())
+        await asyncio.sleep(0.02 / speed)
+    if kind == "mid_utterance":
+        return 0
+    await client.commit()  # the turn ends now (push-to-talk): the churn is about sessions, not the endpointer
+    deadline = time.monotonic() + 20
+    while time.monotonic() < deadline:
+        item = await asyncio.wait_for(client.receive(), max(0.1, deadline - time.monotonic()))
+        if isinstance(item, ReplyAudioStart | ReplyAudioFrame):
+            return 1
+    return 0
+
+
+def baseline_sessions(samples: list[dict], args: argparse.Namespace) -> int:
+    """The session count at the first sample past half the sessions (the tracemalloc baseline)."""
+    return next(s["sessions"] for s in samples if s["sessions"] >= args.sessions / 2)
 
 
 def rss_mb() -> float:
@@ -59,8 +97,7 @@ def rss_mb() -> float:
 async def churn(args: argparse.Namespace) -> dict:
     from headstart.config import PipelineConfig
     from headstart.corpus import recordings as data
-    from headstart.server.client import ReplyAudioFrame, VoiceClient
-    from headstart.server.protocol import ReplyAudioStart, SessionEnd, SessionStart
+    from headstart.server.client import VoiceClient
     from headstart.server.server import ServerConfig, VoiceServer
     from headstart.session.components import Components
 
@@ -74,6 +111,7 @@ async def churn(args: argparse.Namespace) -> dict:
             for r in turns]
     samples: list[dict] = []
     kinds: dict[str, int] = {}
+    baseline = None  # the tracemalloc snapshot past half the sessions
     answered = 0
     started = time.monotonic()
     try:
@@ -83,28 +121,7 @@ async def churn(args: argparse.Namespace) -> dict:
             kinds[kind] = kinds.get(kind, 0) + 1
             client = await VoiceClient.open(f"ws://127.0.0.1:{port}/ws")
             try:
-                if kind == "no_session":
-                    continue  # the handshake only
-                await client.send(SessionStart())
-                await asyncio.wait_for(client.receive(), 30)  # session.started
-                if kind == "start_drop":
-                    continue
-                if kind == "session_end":
-                    await client.send(SessionEnd())
-                    continue
-                sent = pcm if kind == "turn" else pcm[: 8000]  # mid_utterance: 0.5 s of the turn
-                for lo in range(0, sent.shape[0], 320):
-                    await client.send_pcm16(sent[lo : lo + 320].tobytes())
-                    await asyncio.sleep(0.02 / args.speed)
-                if kind == "mid_utterance":
-                    continue
-                await client.commit()  # the turn ends now (push-to-talk): the churn is about sessions, not the endpointer
-                deadline = time.monotonic() + 20
-                while time.monotonic() < deadline:
-                    item = await asyncio.wait_for(client.receive(), max(0.1, deadline - time.monotonic()))
-                    if isinstance(item, ReplyAudioStart | ReplyAudioFrame):
-                        answered += 1
-                        break
+                answered += await one_session(client, kind, pcm, args.speed)
             except (TimeoutError, ConnectionError):
                 pass
             finally:
@@ -115,6 +132,11 @@ async def churn(args: argparse.Namespace) -> dict:
                         break
                     await asyncio.sleep(0.05)
                 gc.collect()
+                if args.tracemalloc and baseline is None and n >= args.sessions / 2:
+                    import tracemalloc
+
+                    tracemalloc.start(10)  # from here on only: what the second half allocates and keeps
+                    baseline = tracemalloc.take_snapshot()
                 samples.append({"sessions": n, "rss_mb": round(rss_mb(), 1), "threads": threading.active_count(),
                                 "open_sessions": len(server.connections), "tasks": len(asyncio.all_tasks()),
                                 "answered": answered, "s": round(time.monotonic() - started, 1)})
@@ -122,6 +144,14 @@ async def churn(args: argparse.Namespace) -> dict:
                 print(f"{s['sessions']:>6} sessions  rss {s['rss_mb']:>8.1f} MB  threads {s['threads']:>3}  "
                       f"open {s['open_sessions']}  tasks {s['tasks']:>3}  answered {s['answered']:>5}  {s['s']:>7.1f} s",
                       flush=True)
+        if baseline is not None:
+            gc.collect()
+            growth = tracemalloc.take_snapshot().compare_to(baseline, "traceback")
+            print(f"Python allocations that grew most over the second half ({n - baseline_sessions(samples, args)} sessions):")
+            for stat in growth[: args.tracemalloc]:
+                print(f"  {stat.size_diff / 1024:+9.1f} KiB {stat.count_diff:+7d} blocks")
+                for line in stat.traceback.format()[-8:]:
+                    print(f"      {line}")
     finally:
         await server.close()
         components.close()

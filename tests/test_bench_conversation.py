@@ -445,3 +445,50 @@ def test_a_configuration_with_another_asr_runs_that_asr():
     assert isinstance(whisper_run.asr, WhisperASR) and whisper_run.config.asr.model == "whisper-tiny.en"
     assert components_for(components, apply(known["whisper-asr"], base), loaded, logs.append).asr is whisper_run.asr
     assert len(logs) == 1  # loaded once
+
+
+class _Tone:
+    sample_rate = 16_000
+
+    def synthesize(self, text):
+        yield (0.1 * np.sin(np.arange(8000) * 0.2)).astype(np.float32)
+
+
+def test_the_tools_scenario_alternates_tool_requests_and_plain_questions_in_one_voice():
+    from headstart.bench.conversation.data import EVERYDAY_QUESTIONS, TOOL_REQUESTS, tool_scenario_turns
+
+    turns = tool_scenario_turns(_Tone(), 3, noise_rms=1e-3)
+    assert [t.name for t in turns] == ["tool-1", "plain-1", "tool-2", "plain-2", "tool-3", "plain-3"]
+    assert [t.tool_request for t in turns] == [True, False] * 3
+    assert [t.text for t in turns[::2]] == list(TOOL_REQUESTS[:3])
+    assert [t.text for t in turns[1::2]] == list(EVERYDAY_QUESTIONS[:3])
+    assert all(t.synthetic and t.speech_end_s > t.speech_start_s for t in turns)
+    assert tool_scenario_turns(_Tone(), 0, noise_rms=1e-3) == []
+
+
+def _tools_turn(name: str, tool_request: bool, v2v_s: float, tool: str | None) -> TurnRecord:
+    r = TurnRecord(name, "", speech_end_at_s=10.0, speech_end_stream_s=2.0, tool_request=tool_request)
+    r.events = [(10.3, "turn.end", {"audio_ms": 2300.0}), (10.31, "reply.started", {"reply_id": "r1"})]
+    if tool is not None:
+        r.events.append((10.32, "tool.call", {"reply_id": "r1", "call_id": "c1", "name": tool, "arguments": {}}))
+    r.events += [(10.0 + v2v_s, "audio", audio(0.1)),
+                 (12.0, "metrics.turn", {"transcript": name, "reply": "ok", "tts_ttfa_ms": 50.0, "preemptive": "hit"})]
+    return r
+
+
+def test_tool_turns_are_compared_with_plain_turns_and_misheard_requests_kept_apart():
+    from headstart.bench.conversation.metrics import TOOL_GAP_TARGET_S, tool_turn_figures
+
+    records = [_tools_turn("tool-1", True, 0.40, "timer_start"), _tools_turn("plain-1", False, 0.35, None),
+               _tools_turn("tool-2", True, 0.50, "get_time"), _tools_turn("plain-2", False, 0.45, None),
+               _tools_turn("tool-3", True, 0.30, None),  # misheard: the LLM answered
+               _tools_turn("plain-3", False, 0.20, "calculate")]  # a plain question that ran a tool
+    figures = [turn_figures(r) for r in records]
+    assert [f["tool"] for f in figures[:2]] == ["timer_start", None] and figures[0]["tool_request"] is True
+    t = tool_turn_figures(figures)
+    assert t["tool_turns"] == 2 and t["plain_turns"] == 2
+    assert t["tool_requests_missed"] == 1 and t["false_actions"] == 1
+    assert t["tool_v2v_p50_s"] == pytest.approx(0.45) and t["plain_v2v_p50_s"] == pytest.approx(0.40)
+    assert t["v2v_p50_gap_s"] == pytest.approx(0.05) and t["within_target"] is (0.05 <= TOOL_GAP_TARGET_S)
+    assert t["tool_eou_p50_s"] == pytest.approx(0.3) and t["tool_preemptive_hits"] == 2
+    assert tool_turn_figures([])["within_target"] is None

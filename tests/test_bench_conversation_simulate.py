@@ -262,6 +262,32 @@ def test_simulated_run_small_models(tmp_path):
     assert [e[1] for e in events].count("turn.end") == 1 and any(e[1] == "audio" for e in events)
 
 
+@pytest.mark.slow
+def test_simulated_tools_scenario_small_models(tmp_path):
+    """The tools scenario on the virtual clock: a timer request and a plain question in the default
+    voice, one session each; the timer's reply comes from its tool, the question's from the LLM, and
+    both turns' voice-to-voice is reported side by side."""
+    out = tmp_path / "out"
+    proc = subprocess.run(
+        [sys.executable, "-m", "headstart", "bench", "conversation", "--simulate", "--llm", "smollm2-135m",
+         "--configs", "headstart", "--scenarios", "tools", "--tool-items", "1", "--synthetic", "none",
+         "--max-new-tokens", "8", "--reply-asr", "none", "--no-plots", "--out", str(out)],
+        capture_output=True, text=True, timeout=400,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    result = json.loads(lines[-1])
+    assert any("tools scenario" in line for line in lines[:-1])
+    t = result["configs"]["headstart"]["tools"]
+    assert t["tool_turns"] == 1 and t["plain_turns"] == 1 and t["false_actions"] == 0
+    assert 0.0 < t["tool_v2v_p50_s"] < 60.0 and 0.0 < t["plain_v2v_p50_s"] < 60.0
+    assert t["v2v_p50_gap_s"] == pytest.approx(t["tool_v2v_p50_s"] - t["plain_v2v_p50_s"], abs=1e-3)
+    assert result["targets"]["tools_v2v_p50_gap_s"] == 0.1
+    records = json.loads((out / "records.json").read_text())["headstart"]["tools"]
+    assert [r["name"] for r in records] == ["tool-1", "plain-1"]
+    assert any(e[1] == "tool.call" and e[2]["name"] == "timer_start" for e in records[0]["events"])
+
+
 def test_a_session_that_cannot_start_is_an_error_and_a_close_not_a_hang(monkeypatch):
     """Session() raising (a broken component) reaches the client as `error` internal, then the connection
     ends; before, the in-memory connection stayed open and the run waited forever."""

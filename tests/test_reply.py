@@ -384,3 +384,49 @@ def test_misuse_is_a_clear_error(executor):
             Reply("r8", TurnTimeline(), lambda r, e: None, h.clock, lambda: None)
 
     asyncio.run(main())
+
+
+def _tool_reply(executor, answer: str, preview: str | None):
+    """A held tool reply whose tool says `answer` and whose preview is `preview`: (voice, sent, reply)."""
+    clock = FakeClock(10.0)
+    voice = WordVoice()
+    sent: list[object] = []
+    runs: list[float] = []
+
+    async def tool() -> str:
+        runs.append(clock.now())
+        await asyncio.sleep(0.05)  # the preview's audio, ready since the hold, must not leave meanwhile
+        return answer
+
+    def open_tts() -> TTSStream:
+        return TTSStream(voice, ClauseChunker(TTSConfig()), executor, clock=clock)
+
+    reply = Reply("r8", TurnTimeline(transcript="set a timer"), lambda r, e: sent.append(e), clock, open_tts,
+                  held=True, tool=tool, tool_preview=lambda: preview)
+    return voice, sent, reply, runs
+
+
+@pytest.mark.parametrize("preview", ["Timer set for one minute.", "Timer set for two minutes.", None])
+def test_a_held_tool_reply_voices_its_preview_while_held_and_speaks_the_real_answer(executor, preview):
+    answer = "Timer set for one minute."
+
+    async def main():
+        voice, sent, reply, runs = _tool_reply(executor, answer, preview)
+        reply.start()
+        if preview is not None:
+            await until(lambda: voice.texts == [preview])  # voiced ahead
+        else:
+            await asyncio.sleep(0.05)
+            assert voice.texts == []
+        assert sent == [] and runs == []  # held: nothing left, the tool has not run
+        reply.release(TurnTimeline(transcript="set a timer"))
+        text = await reply
+        return voice, sent, text, runs
+
+    voice, sent, text, runs = asyncio.run(main())
+    assert text == answer and len(runs) == 1
+    assert [e.text for e in sent if isinstance(e, TokenDelta)] == [answer]
+    # the audio that left is the answer's (5 words), whatever was voiced ahead
+    audio_s = sum(e.frame.duration_s for e in sent if isinstance(e, ReplyAudio))
+    assert audio_s == pytest.approx(5 * WORD_S)
+    assert voice.texts == ([answer] if preview in (answer, None) else [preview, answer])

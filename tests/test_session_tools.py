@@ -174,6 +174,30 @@ def test_a_timer_request_reports_its_arguments(tmp_path):
     assert result.ok and result.value == "Timer set for one minute."
 
 
+def test_a_held_timer_reply_voices_its_likely_answer_before_the_release_and_starts_the_timer_after(tmp_path):
+    rig = Rig(tmp_path, turn_script("Set a timer for one minute.", 0.3, ("Set a timer", "for one minute.")))
+    tts = rig.components.tts
+    held: list = []
+    timers = rig.session.toolbox.timers
+    run(rig, 2.0, {1.7: lambda: held.append((list(tts.spoken), list(timers.find()))),
+                   1.95: lambda: held.append((list(tts.spoken), list(timers.find())))})
+    (voiced_while_held, timers_while_held), (_, timers_after) = held
+    assert voiced_while_held == ["Timer set for one minute."] and timers_while_held == []  # voiced, not run
+    assert [t.duration_s for t in timers_after] == [60.0]  # released at 1.8 s: the timer runs
+    assert tts.spoken == ["Timer set for one minute."]  # voiced once: the release used that audio
+    assert rig.spoken() == "Timer set for one minute."
+    (turn,) = rig.turns()
+    assert turn.timeline.tool == ToolUse(name="timer_start", arguments={"seconds": 60.0}, ok=True)
+
+
+def test_a_registered_tool_has_no_preview_and_is_voiced_after_it_ran(tmp_path):
+    rig = Rig(tmp_path, turn_script(SPY_TEXT))
+    tts = rig.components.tts
+    held: list = []
+    run(rig, 2.0, {1.7: lambda: held.append(list(tts.spoken))})
+    assert held == [[]] and tts.spoken == ["Ding."]
+
+
 def test_a_confirmed_tool_reply_runs_once_without_the_head_start(tmp_path):
     rig = Rig(tmp_path, turn_script(SPY_TEXT), head_start=False)
     run(rig, 2.0)

@@ -91,6 +91,32 @@ def test_spoken_answers(box):
     assert run(box, "Set a timer for ten minutes.") == "Timer set for ten minutes."
 
 
+@pytest.mark.parametrize("text", [
+    "What time is it?", "what time is it in tokyo", "what is the date", "What is 17 times 23?",
+    "convert 5 miles to kilometers", "set an alarm for 7:30 am", "set a 5 minute pasta timer",
+    "Add olive oil to my shopping list.",
+])
+def test_a_preview_is_the_answer_the_run_gives_and_acts_on_nothing(box, text):
+    call = box.route(text)
+    assert call is not None
+    preview = box.preview(call)
+    assert box.timers.find() == [] and box.registry.get("list_read").function() == "Your shopping list is empty."
+    assert preview == run(box, text)
+
+
+def test_no_preview_for_what_cannot_be_known_without_acting(box, tmp_path):
+    registry = ToolRegistry()
+
+    @registry.tool(sentences=["roll a die"])
+    def roll_die() -> str:
+        raise AssertionError("a preview never runs a registered tool")
+
+    own = Toolbox(FakeClock(), lists=ListStore(tmp_path / "own.sqlite3"), tools=registry, now=lambda: NOON)
+    assert own.preview(own.route("roll a die")) is None
+    assert box.preview(box.route("cancel all timers")) is None  # depends on what runs: not guessed
+    assert box.preview(box.route("what's on my shopping list")) is None  # reads the list file: at the run
+
+
 def test_timers_several_named_status_and_cancel(box):
     clock = box.timers._clock
     assert run(box, "set a timer for ten minutes") == "Timer set for ten minutes."

@@ -207,8 +207,8 @@ async def _turn_finals(listener: Any, audio: np.ndarray) -> list[Any]:
     return finals
 
 
-def hear(utterance: Utterance, asr: Any, asr_config: Any, seed: int = 0) -> Heard:
-    """Stream `utterance` (and TAIL_S of room noise at its own level) through a session's listener on
+def hear(utterance: Utterance, asr: Any, asr_config: Any, seed: int = 0, tail_s: float = TAIL_S) -> Heard:
+    """Stream `utterance` (and `tail_s` of room noise at its own level) through a session's listener on
     `asr` (a loaded Transcriber for `asr_config`, an ASRConfig); score the worded finals its turns
     ended on.
 
@@ -222,7 +222,7 @@ def hear(utterance: Utterance, asr: Any, asr_config: Any, seed: int = 0) -> Hear
     from headstart.session.turntaking import has_words
     from headstart.voice.listener import make_asr_executor
 
-    tail = room_noise(utterance.audio, utterance.speech_start_s, TAIL_S, np.random.default_rng(seed))
+    tail = room_noise(utterance.audio, utterance.speech_start_s, tail_s, np.random.default_rng(seed))
     audio = np.concatenate([utterance.audio, tail])
     executor = make_asr_executor()
     try:

@@ -4,10 +4,11 @@ for a request that needed none: the target is 0), as a table and then one JSON l
 
     headstart bench tools            # all requests
     headstart bench tools --small    # every fourth request (what the test runs)
+    headstart bench tools --spoken   # the requests voiced by hibari and piper-joe, heard by the ASR
 
 No model runs: this measures the deterministic matcher (headstart/tools/matcher.py) and the tools'
 argument checks over a fresh session's tools (no timer running, an empty list file in a temporary
-folder)."""
+folder). `--spoken` puts the voices and the recogniser in front (headstart/bench/tools_spoken.py)."""
 
 from __future__ import annotations
 
@@ -136,7 +137,8 @@ def arguments_match(tool: str, expected: dict[str, Any], arguments: dict[str, An
     """Whether a call of `tool` with `arguments` (validated, as `Toolbox.route` gives them) is the one
     `expected` describes: for "calculate" `expected` holds the result ({"value": 391}), for
     "convert_units" the value and the two units (any spelling pint reads as the same unit), for the
-    other tools the arguments themselves (strings compared case-insensitively)."""
+    an alarm by its clock time, a list by the name it is stored under ("to-do" is "to do"), the other
+    tools' arguments as text (case aside)."""
     if tool == "calculate":
         from headstart.tools.calculator import evaluate, parse_expression
 
@@ -153,8 +155,23 @@ def arguments_match(tool: str, expected: dict[str, Any], arguments: dict[str, An
                     and math.isclose(convert(1.0, arguments["to_unit"], expected["to_unit"]), 1.0))
         except (ValueError, KeyError):
             return False
-    got = {k: v.lower() if isinstance(v, str) else v for k, v in arguments.items()}
-    want = {k: v.lower() if isinstance(v, str) else v for k, v in expected.items()}
+    if tool == "alarm_set":
+        from headstart.tools.builtin import parse_clock_time
+        from headstart.tools.registry import ToolArgumentError
+
+        try:
+            return parse_clock_time(arguments["time"]) == parse_clock_time(expected["time"])
+        except (ToolArgumentError, KeyError):
+            return False
+    from headstart.tools.lists import canonical_list
+
+    def plain(key: str, value: Any) -> Any:
+        if key == "list_name":
+            return canonical_list(value)
+        return value.lower() if isinstance(value, str) else value
+
+    got = {k: plain(k, v) for k, v in arguments.items()}
+    want = {k: plain(k, v) for k, v in expected.items()}
     return got == want
 
 
@@ -211,15 +228,24 @@ def format_table(result: dict[str, Any]) -> str:
 @dataclass(frozen=True)
 class ToolsBenchOptions:
     """The options of `headstart bench tools` (headstart/cli/bench/tools.py): `small`, every fourth
-    request; `json`, only the JSON line."""
+    request; `json`, only the JSON line; `spoken`, the requests as speech heard by the recogniser
+    (headstart/bench/tools_spoken.py) in `voices` (comma-separated TTS engines, taking turns, or each
+    request in each with `each_voice`), recognised by `asr` (None: the session's default) on `threads`
+    CPU threads."""
 
     small: bool = False
     json: bool = False
+    spoken: bool = False
+    voices: str = "hibari,piper-joe"
+    each_voice: bool = False
+    asr: str | None = None
+    threads: int = 1
 
 
 def main(options: ToolsBenchOptions) -> int:
-    """`headstart bench tools`: the table (unless `json`), then the JSON line. Returns 0, or 1 when a
-    tool ran for a request that needed none."""
+    """`headstart bench tools` (the requests as text; `spoken`: headstart/bench/tools_spoken.py `main`):
+    the table (unless `json`), then the JSON line. Returns 0, or 1 when a tool ran for a request that
+    needed none."""
     result = run(small=options.small)
     if not options.json:
         print(format_table(result))

@@ -199,6 +199,12 @@ class Replies:
             return await asyncio.shield(task)
         return run
 
+    def _tool_preview(self, call: ToolCall) -> Callable[[], str | None]:
+        """A held tool reply's likely answer (`Toolbox.preview`), voiced while it is held."""
+        tools = self.tools
+        assert tools is not None
+        return lambda: tools.preview(call)
+
     @property
     def tool_tasks(self) -> list[asyncio.Task[str]]:
         """Tool runs still in progress (one may outlive its reply: it reports its result first)."""
@@ -236,7 +242,9 @@ class Replies:
                       open_stream=self._open_stream, held=held, playback_lead_s=self._lead_s,
                       ahead_s=ahead_s, on_audio=on_audio, on_llm_started=lambda: priority.started(reply),
                       on_finished=self._finished, on_failed=self._failed, hypothesis=hypothesis, messages=messages,
-                      tool=None if tool_call is None else self._tool_run(tool_call, reply_id, lambda: reply.turn))
+                      tool=None if tool_call is None else self._tool_run(tool_call, reply_id, lambda: reply.turn),
+                      tool_preview=(self._tool_preview(tool_call) if tool_call is not None and held
+                                    and config.session.tool_prevoice else None))
         return reply
 
     def start(self, turn: TurnTimeline, live=None) -> Reply:

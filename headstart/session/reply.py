@@ -12,7 +12,9 @@ its outbox and its audio before the first frame, until `release(turn)` sends the
 
 A *tool* reply (`tool=...`, a matched tool call) speaks the tool's answer instead of the LLM's. Its
 tool runs only once the reply is released (at once for a confirmed one): a held tool reply that is
-dropped, cut off or never released has run nothing.
+dropped, cut off or never released has run nothing. While held it voices the answer the tool will most
+likely give (`tool_preview`, found without acting), so that its first audio is ready at the release as
+an LLM reply's is; the tool's real answer replaces that audio when the two differ.
 
 Every event leaves through `send(reply, event)` carrying the reply's id; `delivers(event)` says
 whether an event sent earlier may still reach the consumer (a cancelled reply's tokens and audio still
@@ -214,6 +216,8 @@ class Reply:
         hypothesis, messages: for a held reply, the user text it answers and the chat before it.
         tool: a tool reply's `ToolRun`: awaited once the reply is released, its spoken answer is the
             reply's text (no LLM stream is opened).
+        tool_preview: `() -> str | None`, a held tool reply's likely answer (None: unknown), voiced
+            while it is held; called once, on the event loop, when the reply starts running.
     """
 
     def __init__(
@@ -236,6 +240,7 @@ class Reply:
         hypothesis: str = "",
         messages: list[dict[str, str]] | None = None,
         tool: ToolRun | None = None,
+        tool_preview: Callable[[], str | None] | None = None,
     ) -> None:
         if stream is None and open_stream is None and tool is None:
             raise ValueError("a Reply needs stream=, open_stream= or tool=")
@@ -247,6 +252,7 @@ class Reply:
         self.hypothesis = hypothesis
         self.messages = messages
         self.tool = tool
+        self._tool_preview = tool_preview
         self.task: asyncio.Task[None] | None = None
         self.error: Exception | None = None
         self.finished = False  # all its audio has left
@@ -270,6 +276,9 @@ class Reply:
         self._released = asyncio.Event()
         if not held:
             self._released.set()
+        # cleared while a tool reply's audio is its preview's, not yet checked against the tool's answer
+        self._answer_checked = asyncio.Event()
+        self._answer_checked.set()
         self._llm_started_called = False
         self._cancelled = False
         self.cancel_reason: str | None = None
@@ -441,11 +450,26 @@ class Reply:
         tts = self.tts = self._open_tts()
         audio_task = asyncio.create_task(self._pump_audio(tts), name=f"session-audio-{self.id}")
         llm_done = False
+        voiced = ""  # text already given to the TTS stream (a held tool reply's preview)
         try:
             if self.stream is None and self.tool is not None:
+                preview = self._tool_preview() if self.held and self._tool_preview is not None else None
+                if preview:  # voiced while held: its audio waits until the tool's answer is known
+                    self._answer_checked.clear()
+                    tts.push_text(preview)
+                    tts.end_input()
                 # the gate: a tool runs only for a released reply; a dropped held one is cancelled here
                 await self._released.wait()
-                self.stream = SpokenStream(await self.tool(), self._clock)
+                answer = await self.tool()
+                if preview and answer != preview:  # nothing of it has left yet: voice the real answer
+                    tts.cancel()
+                    await _cancel(audio_task)
+                    tts = self.tts = self._open_tts()
+                    audio_task = asyncio.create_task(self._pump_audio(tts), name=f"session-audio-{self.id}")
+                elif preview:
+                    voiced = preview
+                self._answer_checked.set()
+                self.stream = SpokenStream(answer, self._clock)
             if self.stream is None:
                 assert self._open_stream is not None
                 self.stream = self._open_stream()
@@ -453,7 +477,10 @@ class Reply:
                 self._llm_started()
                 if isinstance(event, TokenDelta):
                     self._text.append(event.text)
-                    tts.push_text(event.text)
+                    if voiced and event.text == voiced:
+                        voiced = ""  # the spoken stream's one delta: in the TTS stream already
+                    else:
+                        tts.push_text(event.text)
                 self._deliver(dataclasses.replace(event, reply_id=self.id))
             llm_done = True
             tts.end_input()
@@ -501,6 +528,8 @@ class Reply:
         async for frame in tts:
             if not self._released.is_set():  # held: the first clause is synthesised, and waits here
                 await self._released.wait()
+            if not self._answer_checked.is_set():  # a tool's preview: only once it is the answer
+                await self._answer_checked.wait()
             while not self._playing.is_set():  # paused for a possible barge-in: hold the audio
                 await self._playing.wait()
             if self._cancelled:

@@ -100,8 +100,7 @@ def builtin_tools(ctx: ToolContext) -> list[Tool]:
         """Start a timer of `seconds`, optionally named."""
         label = timer_label(seconds)
         ctx.timers.start(seconds, label=label, name=name or None)
-        what = f"{name.capitalize()} timer" if name else "Timer"
-        return f"{what} set for {spoken_duration(seconds)}."
+        return _timer_set_text(seconds, name)
 
     def timer_cancel(name: str = "", seconds: float = 0.0) -> str:
         """Cancel a timer (by name or duration; the latest one when neither is given)."""
@@ -137,9 +136,8 @@ def builtin_tools(ctx: ToolContext) -> list[Tool]:
         target = now.replace(hour=at.hour, minute=at.minute, second=0, microsecond=0)
         if target <= now:
             target += dt.timedelta(days=1)
-        label = spoken_clock_time(at)
-        ctx.timers.start((target - now).total_seconds(), label=label, kind="alarm")
-        return f"Alarm set for {label}."
+        ctx.timers.start((target - now).total_seconds(), label=spoken_clock_time(at), kind="alarm")
+        return _alarm_set_text(at)
 
     def alarm_cancel() -> str:
         """Cancel the alarms."""
@@ -151,7 +149,7 @@ def builtin_tools(ctx: ToolContext) -> list[Tool]:
     def list_add(item: str, list_name: str = "shopping") -> str:
         """Add an item to one of the user's lists."""
         ctx.lists.add(ctx.user, list_name, item)
-        return f"Added {item} to your {canonical_list(list_name)} list."
+        return _list_added_text(item, list_name)
 
     def list_read(list_name: str = "shopping") -> str:
         """Read one of the user's lists."""
@@ -189,6 +187,40 @@ def builtin_tools(ctx: ToolContext) -> list[Tool]:
     return [make_tool(f) for f in (get_time, get_date, timer_start, timer_cancel, timer_cancel_all, timer_status,
                                    alarm_set, alarm_cancel, list_add, list_read, list_remove, calculate,
                                    convert_units)]
+
+
+def _timer_set_text(seconds: float, name: str) -> str:
+    what = f"{name.capitalize()} timer" if name else "Timer"
+    return f"{what} set for {spoken_duration(seconds)}."
+
+
+def _alarm_set_text(at: dt.time) -> str:
+    return f"Alarm set for {spoken_clock_time(at)}."
+
+
+def _list_added_text(item: str, list_name: str) -> str:
+    return f"Added {item} to your {canonical_list(list_name)} list."
+
+
+# built-in tools that only read (the clock, arithmetic, units, the session's timers): their answer may be
+# computed before the reply is released
+READ_ONLY = frozenset({"get_time", "get_date", "calculate", "convert_units", "timer_status"})
+
+
+def predicted_answer(name: str, arguments: dict) -> str | None:
+    """What a built-in tool that acts says when it succeeds, known from its arguments without acting
+    (timer_start, alarm_set, list_add); None for the others. A held tool reply voices it ahead; the
+    tool's real answer replaces it when they differ."""
+    try:
+        if name == "timer_start":
+            return _timer_set_text(float(arguments["seconds"]), str(arguments.get("name", "")))
+        if name == "alarm_set":
+            return _alarm_set_text(parse_clock_time(str(arguments["time"])))
+        if name == "list_add":
+            return _list_added_text(str(arguments["item"]), str(arguments.get("list_name", "shopping")))
+    except (KeyError, ValueError):
+        return None
+    return None
 
 
 def check_arguments(name: str, arguments: dict) -> None:

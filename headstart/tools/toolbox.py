@@ -3,6 +3,7 @@ registered ones; the matcher that picks a call for a final transcript; and the t
 
     toolbox = Toolbox(clock, lists=ListStore(tmp_path / "lists.sqlite3"), user="ana")
     call = toolbox.route("set a timer for ten minutes")   # ToolCall(timer_start, {"seconds": 600.0}); nothing ran
+    toolbox.preview(call)                                  # "Timer set for ten minutes.": what it will say; nothing ran
     outcome = await toolbox.run(call)                      # the timer starts: "Timer set for ten minutes."
     toolbox.due()                                          # timers that fired since (each once)
     toolbox.close()                                        # the session ended: its timers are cancelled
@@ -18,7 +19,7 @@ import datetime as dt
 from collections.abc import Callable
 
 from headstart.clock import Clock
-from headstart.tools.builtin import ToolContext, builtin_tools, check_arguments
+from headstart.tools.builtin import READ_ONLY, ToolContext, builtin_tools, check_arguments, predicted_answer
 from headstart.tools.lists import ListStore
 from headstart.tools.matcher import IntentMatcher
 from headstart.tools.registry import (
@@ -83,6 +84,22 @@ class Toolbox:
                 continue
             return call
         return None
+
+    def preview(self, call: ToolCall) -> str | None:
+        """The spoken answer `call` will most likely give, found without acting: a read-only built-in
+        tool's own answer (it reads the clock, does arithmetic), an acting one's answer on success
+        (`builtin.predicted_answer`); None for registered tools, the rest, or any failure. The session
+        voices it while the reply is held; `run` still does the work, and its answer wins."""
+        name = call.tool.name
+        if name not in self._builtin:
+            return None
+        if name not in READ_ONLY:
+            return predicted_answer(name, call.arguments)
+        try:
+            answer = call.tool.function(**call.arguments)
+        except Exception:  # noqa: BLE001 - no preview; the run reports the failure
+            return None
+        return answer if isinstance(answer, str) else None
 
     async def run(self, call: ToolCall) -> ToolOutcome:
         """Run `call` with its timeout (`run_tool`): never raises for the tool's own failure."""

@@ -54,7 +54,8 @@ POSITION_EVERY_S = 0.1
 class UserTurn:
     """One user utterance: 16 kHz float32 mono audio and its true speech bounds (s from its start).
 
-    `pause` is (start_s, end_s) of an inserted mid-sentence pause (the pause set), else None."""
+    `pause` is (start_s, end_s) of an inserted mid-sentence pause (the pause set), else None.
+    `tool_request`: a request a local tool serves (the tools scenario), else a turn for the LLM."""
 
     name: str
     audio: np.ndarray
@@ -63,6 +64,7 @@ class UserTurn:
     text: str = ""
     pause: tuple[float, float] | None = None
     synthetic: bool = False
+    tool_request: bool = False
 
 
 @dataclass
@@ -83,6 +85,7 @@ class TurnRecord:
         barge_*: the barge-in utterance (mode "bargein"): stream offset, send time of its first word.
         audio_end_at_s: when the last frame of the recording was sent.
         timed_out: the turn's wait ran out before it was over.
+        synthetic, tool_request: as the UserTurn's.
     """
 
     name: str
@@ -100,6 +103,7 @@ class TurnRecord:
     audio_end_at_s: float | None = None
     timed_out: bool = False
     synthetic: bool = False
+    tool_request: bool = False
     session: int = 0
     reply_audio: dict[str, bytearray] = field(default_factory=dict, repr=False)
 
@@ -291,7 +295,7 @@ async def run_session(
         try:
             for n, (turn, mode, barge) in enumerate(turns):
                 record = TurnRecord(turn.name, turn.text, mode=mode, offset_s=conn.stream_s,
-                                    synthetic=turn.synthetic, session=session)
+                                    synthetic=turn.synthetic, tool_request=turn.tool_request, session=session)
                 records.append(record)
                 conn.record = record
                 if turn.pause is not None:

@@ -78,6 +78,8 @@ def variants(base: PipelineConfig | None = None) -> dict[str, Variant]:
                 (Switch("session", "preempt_on_pause", False),)),
         Variant("no-first-clause", "headstart with whole sentences to TTS (no early first clause)",
                 (Switch("tts", "first_clause", False),)),
+        Variant("no-tool-prevoice", "headstart with a held tool reply voiced only after its tool ran (the tools "
+                "scenario)", (Switch("session", "tool_prevoice", False),)),
         Variant("whisper-asr", "headstart with whisper-tiny.en as the ASR (its own streaming settings)",
                 (Switch("asr", "model", "whisper-tiny.en"),)),
     )}
@@ -118,7 +120,8 @@ def effective(config: PipelineConfig) -> dict:
     for section in ("asr", "endpoint", "session", "tts", "llm"):
         obj = getattr(config, section)
         names = {"asr": ("model", "streaming"), "endpoint": ("semantic", "silence_s"),
-                 "session": ("head_start", "incremental_prefill", "preemptive", "preempt_on_pause", "eou"),
+                 "session": ("head_start", "incremental_prefill", "preemptive", "preempt_on_pause", "eou",
+                             "tool_prevoice"),
                  "tts": ("engine", "first_clause"), "llm": ("speculative",)}[section]
         for name in names:
             if hasattr(obj, name):

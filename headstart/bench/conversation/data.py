@@ -27,6 +27,18 @@ EVERYDAY_QUESTIONS = (
     "Tell me a fun fact about octopuses.",
     "What time zone is Tokyo in?",
 )
+# The tools scenario: requests local tools serve (a timer, the time, arithmetic, a list), each paired
+# with an everyday question for the LLM, both spoken by the same voice.
+TOOL_REQUESTS = (
+    "Set a timer for ten minutes.",
+    "What time is it?",
+    "What is seventeen times twenty three?",
+    "Add milk to my shopping list.",
+    "Set a five minute pasta timer.",
+    "What's the time in Tokyo?",
+    "What's fifteen percent of eighty?",
+    "What's on my shopping list?",
+)
 LEAD_S = 0.5  # room noise before a synthetic question
 SPEECH_DBFS = -40.0
 
@@ -57,9 +69,10 @@ def room_rms(turn: UserTurn) -> float:
 
 
 def synthetic_turns(synthesizer: Any, questions: tuple[str, ...] | list[str], noise_rms: float,
-                    seed: int = 0) -> list[UserTurn]:
+                    seed: int = 0, prefix: str = "synthetic", tool_request: bool = False) -> list[UserTurn]:
     """Speak each question with `synthesizer` (a headstart.tts Synthesizer), resample to 16 kHz, put
-    `LEAD_S` of room noise before it and room noise under it; speech bounds from the clean audio.
+    `LEAD_S` of room noise before it and room noise under it; speech bounds from the clean audio. The
+    turns are named `prefix`-1, -2, ... and carry `tool_request`.
 
     Raises:
         ValueError: the synthesiser produced no audible speech for a question.
@@ -77,9 +90,23 @@ def synthetic_turns(synthesizer: Any, questions: tuple[str, ...] | list[str], no
         lead = int(LEAD_S * SR)
         audio = np.concatenate([np.zeros(lead, np.float32), speech])
         audio = audio + (rng.standard_normal(audio.shape[0]) * noise_rms).astype(np.float32)
-        out.append(UserTurn(f"synthetic-{n + 1}", audio.astype(np.float32), (lead + loud[0]) / SR,
-                            (lead + loud[-1] + 1) / SR, text, synthetic=True))
+        out.append(UserTurn(f"{prefix}-{n + 1}", audio.astype(np.float32), (lead + loud[0]) / SR,
+                            (lead + loud[-1] + 1) / SR, text, synthetic=True, tool_request=tool_request))
     return out
+
+
+def tool_scenario_turns(synthesizer: Any, items: int, noise_rms: float, seed: int = 0) -> list[UserTurn]:
+    """The tools scenario's turns: `items` tool requests (TOOL_REQUESTS in turn) and as many everyday
+    questions (EVERYDAY_QUESTIONS), alternating (tool, plain, tool, ...), all spoken by `synthesizer`
+    so that the two kinds differ only in who answers: named tool-N and plain-N."""
+    if items <= 0:
+        return []
+    def pick(pool: tuple[str, ...]) -> list[str]:
+        return [pool[i % len(pool)] for i in range(items)]
+
+    tools = synthetic_turns(synthesizer, pick(TOOL_REQUESTS), noise_rms, seed, prefix="tool", tool_request=True)
+    plain = synthetic_turns(synthesizer, pick(EVERYDAY_QUESTIONS), noise_rms, seed + 1, prefix="plain")
+    return interleave(tools, plain)
 
 
 def interleave(real: list[UserTurn], synthetic: list[UserTurn]) -> list[UserTurn]:

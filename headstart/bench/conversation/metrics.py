@@ -74,6 +74,9 @@ def turn_figures(record: TurnRecord) -> dict:
         "name": record.name,
         "session": record.session,
         "synthetic": record.synthetic,
+        "tool_request": record.tool_request,
+        # the local tool the server ran for this turn's reply (its `tool.call`), None when the LLM answered
+        "tool": next((p.get("name") for _, k, p in record.events if k == "tool.call"), None),
         "partial_s": _since(end, t_partial),
         "eou_s": _since(end, t_eou),
         "final_s": _since(end, t_final),
@@ -253,6 +256,38 @@ def summarize_config(qa: list[dict], cutoffs: list[bool], bargeins: list[dict]) 
         out[key.removesuffix("_s") + "_stats" + ("_s" if key.endswith("_s") else "")] = {
             k: (r(v) if k != "n" else v) for k, v in s.items()
         }
+    return out
+
+
+TOOL_GAP_TARGET_S = 0.1  # tool turns' v2v p50 within this of the plain turns' (the same run, the same voice)
+
+
+def tool_turn_figures(figures: list[dict]) -> dict:
+    """The tools scenario's comparison from its turn figures (`turn_figures`): the tool turns (requests
+    whose reply a local tool gave) against the plain turns (questions the LLM answered), p50 / p90 of
+    voice-to-voice and p50 of the stages before it, and the gap of the p50s (tool minus plain; the
+    target: at most TOOL_GAP_TARGET_S). A tool request the server answered with the LLM (misheard) is
+    counted in `tool_requests_missed`, in neither group; a plain turn that ran a tool in
+    `false_actions`."""
+
+    def r(x: float | None) -> float | None:
+        return None if x is None else round(x, 4)
+
+    tool = [f for f in figures if f["tool_request"] and f["tool"] is not None]
+    plain = [f for f in figures if not f["tool_request"] and f["tool"] is None]
+    out: dict = {"tool_turns": len(tool), "plain_turns": len(plain),
+                 "tool_requests_missed": sum(f["tool_request"] and f["tool"] is None for f in figures),
+                 "false_actions": sum(not f["tool_request"] and f["tool"] is not None for f in figures)}
+    for name, group in (("tool", tool), ("plain", plain)):
+        out[f"{name}_v2v_p50_s"] = r(percentile([f["v2v_s"] for f in group], 50))
+        out[f"{name}_v2v_p90_s"] = r(percentile([f["v2v_s"] for f in group], 90))
+        for key in ("eou_s", "final_s", "first_token_s", "tts_ttfa_s"):
+            out[f"{name}_{key.removesuffix('_s')}_p50_s"] = r(percentile([f[key] for f in group], 50))
+        out[f"{name}_preemptive_hits"] = sum(f["preemptive"] == "hit" for f in group)
+    gap = (None if out["tool_v2v_p50_s"] is None or out["plain_v2v_p50_s"] is None
+           else out["tool_v2v_p50_s"] - out["plain_v2v_p50_s"])
+    out["v2v_p50_gap_s"] = r(gap)
+    out["within_target"] = None if gap is None else gap <= TOOL_GAP_TARGET_S
     return out
 
 

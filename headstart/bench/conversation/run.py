@@ -23,6 +23,11 @@ Scenarios (`--scenarios`):
               recordings take turns, "Something is terribly wrong" first; `bargein_pairs`)
   concurrent  N sessions at once (`--sessions 1,2,4`, configurations in `--concurrent-configs`):
               capacity = the most sessions whose p90 voice-to-voice stays under 1 s
+  tools       requests local tools serve (a timer, the time, arithmetic, a list) alternating with
+              everyday questions for the LLM, all spoken by the `--synthetic` voice (hibari when
+              none), one fresh session each (`--tool-items N` of each kind): the tool turns' v2v p50 /
+              p90 beside the plain turns' (target: p50 within 0.1 s). With the in-process server the
+              lists are kept in a temporary folder, not the user's
 
 Between sessions the LLM's KV cache is cut back to the system prompt, so no configuration gets a
 prompt another one has already prefilled (the same recordings are asked in every configuration).
@@ -44,14 +49,17 @@ headstart), `unavailable` configurations and the effective configuration.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
+import os
 import sys
+import tempfile
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable
 
 import numpy as np
 
@@ -64,9 +72,11 @@ from headstart.bench.conversation.data import (
     pause_turns,
     room_rms,
     synthetic_turns,
+    tool_scenario_turns,
 )
 from headstart.bench.conversation.metrics import (
     TABLE_METRICS,
+    TOOL_GAP_TARGET_S,
     V2V_CAPACITY_P90_S,
     bargein_figures,
     capacity,
@@ -77,15 +87,17 @@ from headstart.bench.conversation.metrics import (
     reply_wer,
     stats,
     summarize_config,
+    tool_turn_figures,
     turn_figures,
 )
 from headstart.config import PipelineConfig
 
-SCENARIOS = ("qa", "history", "pauses", "bargein", "concurrent")
+SCENARIOS = ("qa", "history", "pauses", "bargein", "concurrent", "tools")
 DEFAULT_SCENARIOS = ("qa", "pauses", "bargein")
 BARGE_IN_RECORDING = "tt-somethingwrong"  # "Something is terribly wrong": clear words to talk over a reply
 REPLY_ASR = "whisper-tiny.en"  # the judge of the replies' intelligibility: a recogniser other than the default ASR (make test prepares it)
-TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, "bargein_stop_p50_s": 0.3}
+TARGETS = {"v2v_p50_s": 0.5, "speedup_v2v_p50": 3.0, "false_cutoff_rate": 0.05, "bargein_stop_p50_s": 0.3,
+           "tools_v2v_p50_gap_s": TOOL_GAP_TARGET_S}
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,6 +125,7 @@ class ConversationBenchOptions:
     seed: int
     reply_asr: str
     simulate: bool
+    tool_items: int = 4
 
 
 # -- the in-process server --------------------------------------------------------------------------
@@ -188,6 +201,24 @@ def reset_llm_cache(components: Any) -> None:
     components.llm_executor.submit(cut).result(120)
 
 
+@contextlib.contextmanager
+def private_data_dir() -> Iterator[str]:
+    """`$HEADSTART_DATA_DIR` set to a temporary folder while the block runs (restored after): sessions
+    started then keep their lists there, not in the user's data folder."""
+    from headstart.tools.lists import DATA_DIR_ENV
+
+    before = os.environ.get(DATA_DIR_ENV)
+    with tempfile.TemporaryDirectory(prefix="headstart-bench-") as folder:
+        os.environ[DATA_DIR_ENV] = folder
+        try:
+            yield folder
+        finally:
+            if before is None:
+                os.environ.pop(DATA_DIR_ENV, None)
+            else:
+                os.environ[DATA_DIR_ENV] = before
+
+
 # -- scenarios --------------------------------------------------------------------------------------------
 
 
@@ -199,6 +230,7 @@ class ConfigRun:
     pauses: list[TurnRecord] = dataclasses.field(default_factory=list)
     bargein: list[TurnRecord] = dataclasses.field(default_factory=list)
     concurrent: dict[int, list[TurnRecord]] = dataclasses.field(default_factory=dict)
+    tools: list[TurnRecord] = dataclasses.field(default_factory=list)
     errors: list[str] = dataclasses.field(default_factory=list)
 
 
@@ -222,9 +254,10 @@ def bargein_pairs(turns: list[UserTurn], barge: UserTurn, items: int) -> list[tu
 
 async def run_config(name: str, url: str, components: Any, turns: list[UserTurn], pauses: list[UserTurn],
                      barge: UserTurn | None, scenarios: set[str], args: ConversationBenchOptions, log, *,
-                     connect=None, clock=time.perf_counter) -> ConfigRun:
+                     connect=None, clock=time.perf_counter, tool_turns: list[UserTurn] | None = None) -> ConfigRun:
     """Every chosen scenario against the server at `url` (one configuration). `connect` and `clock` go
-    to `run_session` (`--simulate`: the in-memory connection and the virtual clock)."""
+    to `run_session` (`--simulate`: the in-memory connection and the virtual clock); `tool_turns`: the
+    tools scenario's turns (`tool_scenario_turns`)."""
     run = ConfigRun(name)
     loop = asyncio.get_running_loop()
     rms = room_rms(turns[0])
@@ -269,6 +302,15 @@ async def run_config(name: str, url: str, components: Any, turns: list[UserTurn]
                        + (" (the reply ran out)" if b["ran_out"] else "")
                        + f", paused after {_fmt_s(b['bargein_pause_s'])}, interrupted {b['interrupted']}" if b
                        else "the reply was over before the barge-in"))
+    if "tools" in scenarios:
+        for n, turn in enumerate(tool_turns or []):
+            records = await session([(turn, "qa", None)], 400 + n)
+            run.tools += records
+            for r in records:
+                f = turn_figures(r)
+                log(f"  {name} tools {r.name}: v2v {_fmt_s(f['v2v_s'])} eou {_fmt_s(f['eou_s'])} "
+                    f"tts {_fmt_s(f['tts_ttfa_s'])} {f['preemptive']} tool {f['tool'] or '-'} | "
+                    f"{f['transcript']!r} -> {f['reply_text']!r}")
     if "concurrent" in scenarios and name in args.concurrent_configs.split(","):
         for count in sorted({int(x) for x in args.sessions.split(",") if x.strip()}):
             await loop.run_in_executor(None, reset_llm_cache, components)
@@ -407,6 +449,32 @@ def print_table(figures_by_config: dict[str, list[dict]], summaries: dict[str, d
             for n in figures_by_config))
     table.add_row("turns (replies)", *(f"{summaries[n]['turns']} ({summaries[n]['replies']})" for n in figures_by_config))
     console.print(table)
+    tools = {n: summaries[n]["tools"] for n in figures_by_config if "tools" in summaries[n]}
+    if tools:
+        title = (f"tools scenario: tool turns beside plain turns, the same voice and run (target: v2v p50 within "
+                 f"{TOOL_GAP_TARGET_S:g} s)")
+        t = Table(title=("SIMULATED " + title) if simulated else title)
+        t.add_column("p50 (ms)")
+        for n in tools:
+            t.add_column(f"{n}: tool", justify="right")
+            t.add_column(f"{n}: plain", justify="right")
+
+        def ms(x):
+            return "-" if x is None else f"{x * 1000:.0f}"
+
+        for label, key in (("voice-to-voice", "v2v_p50_s"), ("voice-to-voice p90", "v2v_p90_s"),
+                           ("→ turn.end", "eou_p50_s"), ("→ final", "final_p50_s"),
+                           ("→ first token", "first_token_p50_s"), ("TTS TTFA", "tts_ttfa_p50_s")):
+            t.add_row(label, *(ms(f[f"{kind}_{key}"]) for f in tools.values() for kind in ("tool", "plain")))
+        t.add_row("turns", *(str(f[f"{kind}_turns"]) for f in tools.values() for kind in ("tool", "plain")))
+        t.add_row("held reply released", *(str(f[f"{kind}_preemptive_hits"]) for f in tools.values()
+                                           for kind in ("tool", "plain")))
+        t.add_row("gap of the p50s (ms)", *(x for f in tools.values() for x in (
+            "-" if f["v2v_p50_gap_s"] is None
+            else f"{f['v2v_p50_gap_s'] * 1000:+.0f}" + (" ok" if f["within_target"] else " OVER"), "")))
+        t.add_row("requests misheard / false actions", *(x for f in tools.values() for x in (
+            f"{f['tool_requests_missed']} / {f['false_actions']}", "")))
+        console.print(t)
 
 
 def records_json(runs: dict[str, ConfigRun]) -> dict:
@@ -418,7 +486,8 @@ def records_json(runs: dict[str, ConfigRun]) -> dict:
 
     return {name: {"qa": [rec(r) for r in run.qa], "history": [rec(r) for r in run.history],
                    "pauses": [rec(r) for r in run.pauses], "bargein": [rec(r) for r in run.bargein],
-                   "concurrent": {str(k): [rec(r) for r in v] for k, v in run.concurrent.items()}}
+                   "concurrent": {str(k): [rec(r) for r in v] for k, v in run.concurrent.items()},
+                   "tools": [rec(r) for r in run.tools]}
             for name, run in runs.items()}
 
 
@@ -442,6 +511,8 @@ def summarize(runs: dict[str, ConfigRun]) -> tuple[dict[str, dict], dict[str, li
             gaps = {n: [turn_figures(r) for r in recs] for n, recs in run.concurrent.items()}
             summary["concurrent_underrun_rate"] = {
                 str(n): _round(fraction(f["gaps"] > 0 for f in fs if f["gaps"] is not None)) for n, fs in gaps.items()}
+        if run.tools:
+            summary["tools"] = tool_turn_figures([turn_figures(r) for r in run.tools])
         summary["eou_probability_seen"] = any(f["eou_probability"] is not None for f in qa)
         if run.errors:
             summary["errors"] = run.errors
@@ -485,13 +556,19 @@ def run(args: ConversationBenchOptions, log=print) -> dict:
     for n, missing in unavailable.items():
         log(f"configuration {n}: unavailable, this checkout has no {', '.join(missing)}")
 
-    if args.synthetic != "none":
+    tool_turns: list[UserTurn] = []
+    tool_items = int(getattr(args, "tool_items", 4))
+    if args.synthetic != "none" or ("tools" in scenarios and tool_items > 0):
         from headstart.config import TTSConfig
         from headstart.tts.engines import load_synthesizer
 
-        voice = load_synthesizer(dataclasses.replace(TTSConfig(), engine=args.synthetic), base.threads)
+        engine = args.synthetic if args.synthetic != "none" else TTSConfig().engine
+        voice = load_synthesizer(dataclasses.replace(TTSConfig(), engine=engine), base.threads)
         try:
-            turns = interleave(turns, synthetic_turns(voice, EVERYDAY_QUESTIONS, room_rms(turns[0]), args.seed))
+            if args.synthetic != "none":
+                turns = interleave(turns, synthetic_turns(voice, EVERYDAY_QUESTIONS, room_rms(turns[0]), args.seed))
+            if "tools" in scenarios:
+                tool_turns = tool_scenario_turns(voice, tool_items, room_rms(turns[0]), args.seed)
         finally:
             close = getattr(voice, "close", None)
             if close is not None:
@@ -505,7 +582,11 @@ def run(args: ConversationBenchOptions, log=print) -> dict:
     effective_configs: dict[str, dict] = {}
     simulation: dict[str, dict] = {}
     config_wall: dict[str, float] = {}  # the real time each configuration's scenarios took (no loading)
+    # the tools scenario adds to a shopping list: the in-process server's sessions keep it in a folder of the run's
+    scope = contextlib.ExitStack()
     try:
+        if tool_turns and args.server is None:
+            scope.enter_context(private_data_dir())
         if args.server is None:
             from headstart.session.components import Components
 
@@ -519,7 +600,7 @@ def run(args: ConversationBenchOptions, log=print) -> dict:
         max_sessions = max([int(x) for x in args.sessions.split(",") if x.strip()] + [1]) + 1
         if args.server is not None:
             runs["server"] = asyncio.run(run_config("server", args.server, None, turns, pauses, barge,
-                                                    scenarios, args, log))
+                                                    scenarios, args, log, tool_turns=tool_turns))
             effective_configs["server"] = {"server": args.server}
         asr_by_model = {} if components is None else {base.asr.model: components.asr}
         for name in ([] if args.server else runnable):
@@ -533,7 +614,8 @@ def run(args: ConversationBenchOptions, log=print) -> dict:
 
                 async def simulated(server, clock, name=name):
                     return await run_config(name, "memory:///ws", server.server.components, turns, pauses, barge,
-                                            scenarios, args, log, connect=server.connect, clock=clock.now)
+                                            scenarios, args, log, connect=server.connect, clock=clock.now,
+                                            tool_turns=tool_turns)
 
                 runs[name], simulation[name] = run_simulated(simulated, config_components, config, max_sessions)
                 s = simulation[name]
@@ -543,11 +625,13 @@ def run(args: ConversationBenchOptions, log=print) -> dict:
                 continue
             comps = config_components
             with ServerThread(comps, max_sessions) as url:
-                runs[name] = asyncio.run(run_config(name, url, comps, turns, pauses, barge, scenarios, args, log))
+                runs[name] = asyncio.run(run_config(name, url, comps, turns, pauses, barge, scenarios, args, log,
+                                                    tool_turns=tool_turns))
             config_wall[name] = round(time.perf_counter() - config_started, 1)
     finally:
         if components is not None:
             components.close()
+        scope.close()
 
     errors = [e for r in runs.values() for e in r.errors]
     if errors and not any(r.qa or r.history or r.pauses or r.bargein or any(r.concurrent.values()) for r in runs.values()):

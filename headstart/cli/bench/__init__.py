@@ -19,7 +19,7 @@ BENCHES = {
     "ask-back": "the ask-back threshold: clean turns asked back (target 0), garbled turns caught, per threshold",
     "memory": "a long conversation at a flat prompt size: full history, turn window, LLM summary compaction",
     "eot": "end of turn by eot-bench's measure: cut-offs at latency budgets, latency at cut-off budgets, per wait policy",
-    "tools": "tool matching over 150+ text requests: right tool and arguments, false actions (target 0)",
+    "tools": "tool matching over 150+ requests, as text or spoken (--spoken): right tool and arguments, false actions (target 0)",
 }
 
 

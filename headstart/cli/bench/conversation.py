@@ -25,6 +25,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=None, help="use only the first N recordings of the set")
     parser.add_argument("--pause-items", type=int, default=4, help="pause-set items per configuration (default 4)")
     parser.add_argument("--bargein-items", type=int, default=2, help="barge-ins per configuration (default 2)")
+    parser.add_argument("--tool-items", type=int, default=4, help="tools scenario: tool requests (a timer, the "
+                        "time, arithmetic, a list), each beside an everyday question for the LLM (default 4)")
     parser.add_argument("--sessions", default="1,2,4", help="concurrent session counts to try (default 1,2,4)")
     parser.add_argument("--concurrent-configs", default="headstart",
                         help="configurations run in the concurrent scenario (default headstart)")
