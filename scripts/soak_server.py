@@ -109,10 +109,12 @@ async def soak(args: argparse.Namespace) -> dict:
                 rec = recordings[turn % len(recordings)]
                 audio = np.concatenate([rec.read(), np.zeros(32_000, np.float32)])
                 pcm = (np.clip(audio, -1, 1) * 32767).astype("<i2")
+                waited_from = time.monotonic()
                 for _ in range(1200):  # the user speaks once the assistant is idle (see the docstring)
                     if not session.compacting:
                         break
                     await asyncio.sleep(0.05)
+                waited_compaction_s = time.monotonic() - waited_from
                 done_before = count(MetricsTurn)
                 errors_before = count(ErrorEvent)
                 audio_before = len(first_audio_at)
@@ -141,7 +143,8 @@ async def soak(args: argparse.Namespace) -> dict:
                 rows.append({
                     "turn": turn + 1, "recording": rec.name, "answered": bool(metrics), "committed": committed,
                     "v2v_ms": None if v2v_ms is None else round(v2v_ms), "ttft_ms": None if ttft_ms is None else round(ttft_ms),
-                    "compactions": session.compactions,
+                    "compactions": session.compactions, "compactions_dropped": session.compactions_dropped,
+                    "waited_for_compaction_s": round(waited_compaction_s, 2),
                     "errors": [e.code for e in events if isinstance(e, ErrorEvent)][errors_before:],
                     "history_messages": len(session.history), "prompt_tokens": len(prompt),
                     "dropped_turns": session.conversation.dropped_turns,
@@ -149,7 +152,8 @@ async def soak(args: argparse.Namespace) -> dict:
                 })
                 row = rows[-1]
                 print(f"{row['turn']:>4} {row['recording'][:24]:<24} answered={row['answered']!s:<5} "
-                      f"v2v={row['v2v_ms'] or 0:>5} ms ttft={row['ttft_ms'] or 0:>4} ms compactions={row['compactions']:>2} "
+                      f"v2v={row['v2v_ms'] or 0:>5} ms ttft={row['ttft_ms'] or 0:>4} ms compactions={row['compactions']:>2}"
+                      f"/{row['compactions_dropped']} dropped (waited {row['waited_for_compaction_s']:.1f} s) "
                       f"history={row['history_messages']:>3} prompt={row['prompt_tokens']:>5} "
                       f"dropped={row['dropped_turns']:>3} rss={row['rss_mb']:>7.1f} MB "
                       f"errors={row['errors']} {row['turn_s']:.1f} s", flush=True)
@@ -178,6 +182,7 @@ async def soak(args: argparse.Namespace) -> dict:
         "rss_mb_after_turn_1": rss[0], "rss_mb_first_quarter_median": statistics.median(rss[:tenth]),
         "rss_mb_last_quarter_median": statistics.median(rss[-tenth:]), "rss_mb_max": max(rss),
         "memory": config.llm.memory, "compactions": rows[-1]["compactions"],
+        "compactions_dropped": rows[-1]["compactions_dropped"],
         "ttft_p90_ms_turns_10_20": early_ttft, "ttft_p90_ms_turns_80_100": late_ttft,
         "ttft_p90_ratio_late_early": None if not early_ttft or late_ttft is None else round(late_ttft / early_ttft, 3),
         "v2v_p90_ms_turns_10_20": early_v2v, "v2v_p90_ms_turns_80_100": late_v2v,

@@ -49,7 +49,8 @@ class Summariser:
 
 
 def run(script: list, frames: int, release_at_frame: int | None, seed: list[dict] = OLD,
-        elsewhere_at_frame: int | None = None):
+        elsewhere_at_frame: int | None = None, seconds_per_word: float = 0.05,
+        replies: dict[str, str] | None = None):
     """Push `frames` frames of audio while the listener plays `script`; every reply's first token comes
     at once; the summariser is released after frame `release_at_frame` (None: at the end); another
     session's reply is confirmed after frame `elsewhere_at_frame`. Returns the session, the LLM and the
@@ -57,9 +58,9 @@ def run(script: list, frames: int, release_at_frame: int | None, seed: list[dict
     clock = FakeClock()
     config = replace(PipelineConfig(), session=SessionConfig(eou="none"),
                      llm=LLMConfig(max_history_tokens=120, memory="summary"))
-    llm = ScriptedLLM(clock, {"What is the time?": "It is noon.", "And the date?": "It is Monday."})
+    llm = ScriptedLLM(clock, replies or {"What is the time?": "It is noon.", "And the date?": "It is Monday."})
     llm.gate.set()
-    components = Components(config=config, asr=None, llm=llm, tts=ScriptedTTS(seconds_per_word=0.05),
+    components = Components(config=config, asr=None, llm=llm, tts=ScriptedTTS(seconds_per_word=seconds_per_word),
                             tts_executor=InlineExecutor())
 
     async def main():
@@ -107,6 +108,17 @@ def test_an_idle_assistant_compacts_the_history_and_the_next_turn_starts_on_the_
     # the prewarm LiveTurn opened on the old chat was closed and a new one opened on the notes
     assert llm.turns[-1].messages[0]["content"] == system
     assert any(t.closed and MEMORY_HEADER not in t.messages[0]["content"] for t in llm.turns)
+
+
+def test_a_long_reply_is_played_out_before_the_compaction_starts():
+    """The reply's audio all leaves long before the client has played it (here 4.8 s of it, played in
+    real time): the assistant is still speaking then, and the compaction starts once it is played out."""
+    long_reply = "It is noon and the sun stands high over the green hills and the quiet town today."
+    session, _, summariser = run(turn(0.3, "What is the time?"), frames=110, release_at_frame=100,
+                                 seconds_per_word=0.3, replies={"What is the time?": long_reply})
+    assert len(summariser.calls) == 1 and summariser.cancelled == [False]
+    assert session.compactions == 1 and session.compactions_dropped == 0
+    assert MEMORY_HEADER in session.conversation.messages()[0]["content"]
 
 
 def test_the_users_speech_cancels_a_compaction_and_its_notes_are_dropped():
