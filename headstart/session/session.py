@@ -123,6 +123,11 @@ class _End:
 
 _END = _End()
 _FROM_CONFIG = object()  # Session(eou_scorer=..., summariser=...) default: from the components
+# After a reply's audio has left, how long the compaction waits for the assistant to be idle (the
+# reply to play out), polling every COMPACTION_POLL_S; a reply longer than that is compacted after the
+# next turn.
+COMPACTION_IDLE_WAIT_S = 60.0
+COMPACTION_POLL_S = 0.1
 # `async (messages, max_tokens, cancelled) -> notes or None`: the history's summariser (llm/memory.py)
 Summariser = Callable[[list[dict[str, str]], int, Callable[[], bool]], Awaitable[str | None]]
 
@@ -244,6 +249,7 @@ class Session:
         self._speech_started_at: float | None = None  # the current utterance's first speech start
         self._paused = False  # the listener's VAD hears a pause of preempt_pause_s, not yet its end
         self._compaction: asyncio.Task[None] | None = None
+        self._compaction_wait: asyncio.Task[None] | None = None  # waits for the reply to play out
         self._priority = components.llm_priority
         self._compaction_cancel: threading.Event | None = None
         self.compactions = 0
@@ -422,7 +428,8 @@ class Session:
         tool run's): none before its first audio, none once `aclose` returns."""
         replies = [r.task for r in (self.replies.current, self.head_start.held) if r is not None]
         watch = self.timers.task if self.timers is not None else None
-        return [t for t in (*self._listening.tasks, self._timer, watch, self._compaction, *replies,
+        return [t for t in (*self._listening.tasks, self._timer, watch, self._compaction, self._compaction_wait,
+                            *replies,
                             *self.replies.tool_tasks)
                 if t is not None and not t.done()]
 
@@ -585,10 +592,26 @@ class Session:
                 and self.replies.agent_silent and self.head_start.held is None)
 
     def _reply_done(self) -> None:
-        """A reply's audio has all left: once its task is over (the next loop step), compact the history
-        if it is due (`LLMConfig.memory`)."""
-        if self._summariser is not None:
-            asyncio.get_running_loop().call_soon(self._start_compaction)
+        """A reply's audio has all left: once the client has played it out and the assistant is idle,
+        compact the history if it is due (`LLMConfig.memory`)."""
+        if self._summariser is not None and (self._compaction_wait is None or self._compaction_wait.done()):
+            self._compaction_wait = asyncio.create_task(self._compact_when_idle(), name="session-compaction-wait")
+
+    async def _compact_when_idle(self) -> None:
+        """Start the compaction once the assistant is idle. The audio leaves ahead of its playback, so the
+        reply is still playing when it has all left (the client's last playback report, or the real-time
+        estimate, ends it): wait for that on the session's clock, polling, for at most
+        COMPACTION_IDLE_WAIT_S; give up once the user speaks (their turn's reply tries again), a
+        compaction runs, none is due, or the session closes."""
+        waited_s = 0.0
+        while not self._closed and self._compaction is None and waited_s <= COMPACTION_IDLE_WAIT_S:
+            if self._turn is not None or self.turns.user is not UserState.LISTENING:
+                return
+            if self._idle():
+                self._start_compaction()
+                return
+            await self._clock.sleep(COMPACTION_POLL_S)
+            waited_s += COMPACTION_POLL_S
 
     def _start_compaction(self) -> None:
         if self._summariser is None or self._compaction is not None or not self._idle():
