@@ -2,7 +2,7 @@
 
 Templates come from the home-assistant-intents English sentence data for the intents it has (timers,
 the current time and date, adding to the shopping list), from headstart's own `data/sentences.yaml`
-(calculator, unit conversion, alarms, lists, the time in a city, short follow-ups), and from each
+(calculator, unit conversion, alarms, reminders, lists, the time in a city, short follow-ups), and from each
 registered tool's `sentences`. Matching is hassil's; no model runs. A match whose arguments do not
 fit its tool (an "expression" that is no arithmetic, an unknown unit) is passed over, so a request
 no tool serves keeps going to the LLM.
@@ -19,6 +19,7 @@ from typing import Any
 
 from headstart.tools.numbers import parse_number
 from headstart.tools.registry import Tool
+from headstart.tools.when import split_reminder
 
 # the home-assistant-intents intents we serve -> our tool
 HA_INTENTS = {
@@ -187,6 +188,14 @@ def _to_match(intent: str, e: dict[str, Any]) -> IntentMatch | None:
         if any(_LOOSE_AND.search(a) for a in addends):
             return None
         return IntentMatch(intent, "calculate", {"expression": f"{addends[0]} plus {addends[1]}"})
+    if intent == "reminder_set":  # "remind me to buy milk tomorrow": the task and the time split here
+        parts = split_reminder(text.get("reminder_text", ""))
+        if parts is None:
+            return None
+        task, when = parts
+        return IntentMatch(intent, intent, {k: v for k, v in (("task", task), ("when", when)) if v})
+    if intent == "reminder_when":  # the time alone, the answer to "When should I remind you ...?"
+        return IntentMatch(intent, "reminder_set", {"when": text.get("when_text", "")})
     if intent == "timer_status_short":
         return IntentMatch(intent, "timer_status", {})
     if intent == "timer_cancel_short":
@@ -199,7 +208,8 @@ def _to_match(intent: str, e: dict[str, Any]) -> IntentMatch | None:
         size = {"hour": 3600, "minute": 60, "second": 1}[m.group("unit")]
         return IntentMatch(intent, "timer_start", {"seconds": amount * size, "name": m.group("name")})
     return IntentMatch(intent, intent, dict(text) if intent in ("calculate", "alarm_set", "list_add", "list_read",
-                                                                 "list_remove", "get_time") else dict(e))
+                                                                 "list_remove", "get_time", "reminder_cancel")
+                       else dict(e))
 
 
 def _split_quantity(text: str) -> tuple[float, str] | None:
