@@ -208,6 +208,7 @@ def test_a_registered_tool_its_schema_and_its_failures(tmp_path):
     ("Set a reminder for 5 pm to water the plants", {"task": "water the plants", "when": "for 5 pm"}),
     ("remind me to buy milk", {"task": "buy milk"}),
     ("remind me in half an hour", {"when": "in half an hour"}),
+    ("remind me to take the cake out in 25 minutes please", {"task": "take the cake out", "when": "in 25 minutes"}),
 ])
 def test_the_matcher_splits_a_reminder_into_its_task_and_its_time(box, text, arguments):
     call = box.route(text)

@@ -114,12 +114,12 @@ class When:
 def parse_when(text: str) -> When:
     """A spoken time as a reminder or an alarm takes it: "in ten minutes", "at 8", "at 7:30 pm tomorrow",
     "tomorrow", "tomorrow morning", "tomorrow at 8", "tonight", "this evening", "in the morning"; "for
-    5 pm" is "at 5 pm".
+    5 pm" is "at 5 pm"; a "please" after it is no part of it.
 
     Raises:
         ToolArgumentError: none of those.
     """
-    t = re.sub(r"[?.!,;]+$", "", text.lower().strip())
+    t = re.sub(r"(?:,? please)?[?.!,;]*$", "", text.lower().strip())
     if m := _NEXT_PART.fullmatch(t):
         return When(part=m.group("part"))
     if m := _DELAY.fullmatch(t):
@@ -166,6 +166,8 @@ def split_reminder(text: str) -> tuple[str, str] | None:
     after the task is its first ending that parses ("to put the cake in the oven in ten minutes":
     "in ten minutes"). None: neither shape ("remind me what the capital of Peru is")."""
     words = text.lower().split()
+    if words and words[-1] == "please":  # said to the assistant, no part of the task or the time
+        words.pop()
     if not words:
         return None
     if words[0] == "to":
@@ -177,7 +179,7 @@ def split_reminder(text: str) -> tuple[str, str] | None:
     for i, word in enumerate(words[1:-1], start=1):
         if word == "to" and _parses(" ".join(words[:i])):
             return " ".join(words[i + 1:]), " ".join(words[:i])
-    return ("", text.lower().strip()) if _parses(text) else None
+    return ("", " ".join(words)) if _parses(" ".join(words)) else None
 
 
 def _parses(text: str) -> bool:
