@@ -44,7 +44,7 @@ def test_every_tool_item_is_right_with_the_real_matcher_and_a_temporary_store(ll
     monkeypatch.setenv("HEADSTART_DATA_DIR", str(tmp_path / "user-data"))
     items = [i for i in load_items() if i.tool is not None]
     assert {i.tool for i in items} >= {"timer_start", "get_time", "calculate", "convert_units", "list_add",
-                                       "list_read", "get_date"}
+                                       "list_read", "get_date", "reminder_set"}
     for item in items:
         verdict = answer(item)
         assert verdict.ok, (item.id, verdict.answer, verdict.content, verdict.form)
@@ -86,11 +86,11 @@ def test_no_tool_runs_for_a_refusal_statement_or_any_item_that_expects_none(llm_
             verdict = answer(item)
             assert not verdict.false_action, (item.id, verdict.tool)
     # and were one to run, the item fails as a false action
-    cannot = next(i for i in load_items() if i.id == "cannot-14")  # "Remind me in ten minutes to check the oven."
-    ran = ToolUse("timer_start", {"seconds": 600.0}, True)
-    verdict = check(cannot, "Timer set for ten minutes.", tools=[ran])
+    cannot = next(i for i in load_items() if i.id == "cannot-13")  # "Turn off the alarm system."
+    ran = ToolUse("alarm_cancel", {}, True)
+    verdict = check(cannot, "Your alarm is cancelled.", tools=[ran])
     assert verdict.false_action and not verdict.ok
-    assert "ran a tool: timer_start (none expected)" in verdict.content
+    assert "ran a tool: alarm_cancel (none expected)" in verdict.content
     plain = next(i for i in load_items() if i.kind == "statement")
     assert check(plain, "That sounds lovely.", tools=[None]).ok
     assert not check(plain, "That sounds lovely.", tools=[ToolUse("list_add", {}, True)]).ok
@@ -100,6 +100,9 @@ TIMER = Item("t-01", "tool", ("Set a timer for ten minutes.",), must=(("ten minu
              tool="timer_start", arguments={"seconds": 600})
 SUM = Item("t-02", "tool", ("What's twelve times eleven?",), must=(("132",),), must_not=("131",),
            tool="calculate", arguments={"value": 132})
+REMINDER = Item("t-04", "tool", ("Remind me in ten minutes to check the oven.",),
+                must=(("check the oven",), ("ten minutes", "10 minutes")), tool="reminder_set",
+                arguments={"task": "check the oven", "when": "in ten minutes"})
 UNITS = Item("t-03", "tool", ("How many hours are there in two days?",), must=(("48",),),
              tool="convert_units", arguments={"value": 2, "from_unit": "days", "to_unit": "hours"})
 
@@ -120,6 +123,14 @@ UNITS = Item("t-03", "tool", ("How many hours are there in two days?",), must=((
      ["arguments {'expression': 'eleven times eleven'} (expected {'value': 132})", "missing: 132"]),
     (UNITS, "2 days is 48 hours.", ToolUse("convert_units", {"value": 2.0, "from_unit": "day", "to_unit": "hr"},
                                            True), []),  # the units as pint reads them, any spelling
+    (REMINDER, "I'll remind you to check the oven in ten minutes.",
+     ToolUse("reminder_set", {"task": "check the oven", "when": "in ten minutes"}, True), []),
+    (REMINDER, "Timer set for ten minutes.", ToolUse("timer_start", {"seconds": 600.0}, True),
+     ["ran timer_start (expected reminder_set)", "missing: check the oven"]),
+    (REMINDER, "I'll remind you to check the oven tomorrow at 9:00 AM.",
+     ToolUse("reminder_set", {"task": "check the oven", "when": "tomorrow"}, True),
+     ["arguments {'task': 'check the oven', 'when': 'tomorrow'} (expected {'task': 'check the oven', "
+      "'when': 'in ten minutes'})", "missing: ten minutes | 10 minutes"]),
 ])
 def test_tool_items_are_scored_on_the_tool_its_arguments_and_its_answer(item, answer_, ran, faults):
     verdict = check(item, answer_, system_prompt=LLMConfig().system_prompt, tools=[ran])
@@ -167,7 +178,7 @@ def test_the_tools_flag_is_declared_as_serves():
 @pytest.mark.models
 def test_a_real_run_with_and_without_tools(capsys, tmp_path):
     model_path("smollm2-135m")  # or a skip: not prepared
-    keep = {"tool-01", "followup-03", "cannot-14"}
+    keep = {"tool-01", "followup-03", "cannot-13"}
     items = [r for r in json.loads(bench.resources.files("headstart.bench").joinpath("data", bench.DATA_FILE)
                                    .read_text(encoding="utf-8"))["items"] if r["id"] in keep]
     path = tmp_path / "items.json"

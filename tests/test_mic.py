@@ -172,13 +172,15 @@ def test_view_shows_tool_calls_and_timers():
               "result": None, "error": "tool ring_bell timed out after 2 s"}
     fired = {"type": "timer.fired", "timer_id": 1, "kind": "timer", "label": "one minute", "name": "",
              "text": "Your one minute timer is done."}
-    for e in [{"type": "transcript.final", "text": "Set a timer for one minute."}, call, result, failed, fired,
+    reminded = {"type": "timer.fired", "timer_id": 2, "kind": "reminder", "label": "check the oven", "name": "",
+                "text": "Reminder: check the oven."}
+    for e in [{"type": "transcript.final", "text": "Set a timer for one minute."}, call, result, failed, fired, reminded,
               {"type": "reply.started", "reply_id": "r3", "transcript": ""},
               {"type": "metrics.turn", "reply_id": "r3", "transcript": "", "vad_end_to_first_audio_ms": None}]:
         view.apply(e)
     assert view.history[1:] == [("tool", "timer_start {seconds: 60} -> Timer set for one minute."),
                                 ("tool", "ring_bell failed: tool ring_bell timed out after 2 s"),
-                                ("timer", "one minute timer went off")]
+                                ("timer", "one minute timer went off"), ("timer", "reminder: check the oven")]
     assert view.latency == []  # the timer's announcement is no user turn
     console = Console(record=True, width=100)
     console.print(view.render())

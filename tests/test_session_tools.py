@@ -448,3 +448,61 @@ def test_a_timer_announcement_yields_to_the_user_like_any_reply(tmp_path):
     started = [e for e in rig.events if isinstance(e, ReplyStarted)]
     interrupted = [e for e in rig.events if type(e).__name__ == "ReplyInterrupted"]
     assert len(started) == 2 and [e.reply_id for e in interrupted] == [started[1].reply_id]
+
+
+def spy_on_reminders(rig: Rig) -> list[float]:
+    """Wrap the session's real `reminder_set` so that each run is recorded (the clock time) and then set."""
+    runs: list[float] = []
+    tool = rig.session.toolbox.registry.get("reminder_set")
+
+    def reminder_set(task: str = "", when: str = "") -> str:
+        runs.append(rig.clock.now())
+        return tool.function(task=task, when=when)
+
+    rig.session.toolbox.registry.add(replace(tool, function=reminder_set))
+    return runs
+
+
+REMINDER = "Remind me in 2 seconds to check the oven."
+
+
+def test_a_reminder_speaks_its_task_when_it_fires_like_a_timer(tmp_path):
+    rig = Rig(tmp_path, turn_script(REMINDER, 0.3, ("Remind me in 2 seconds", "to check the oven.")))
+    runs = spy_on_reminders(rig)
+    run(rig, 5.0)
+    assert len(runs) == 1 and runs[0] >= 1.8 - 1e-9  # once, at the end of turn
+    called, result = rig.tool_events()
+    assert (called.name, called.arguments) == ("reminder_set", {"task": "check the oven", "when": "in 2 seconds"})
+    (fired,) = [e for e in rig.events if isinstance(e, TimerFired)]
+    assert (fired.kind, fired.label, fired.name, fired.text) == ("reminder", "check the oven", "",
+                                                                "Reminder: check the oven.")
+    started = [e for e in rig.events if isinstance(e, ReplyStarted)]
+    assert len(started) == 2 and started[1].transcript == ""  # agent-initiated: no user turn
+    assert rig.spoken() == "I'll remind you to check the oven in two seconds.Reminder: check the oven."
+    assert rig.session.history[-1] == {"role": "assistant", "content": "Reminder: check the oven."}
+    assert rig.llm.asked == []
+
+
+def test_a_held_reminder_that_is_dropped_sets_nothing(tmp_path):
+    script = [e for e in turn_script(REMINDER, 0.3, ("Remind me in 2 seconds", "to check the oven."))
+              if not isinstance(e[1], (FinalTranscript, EndOfTurn))]
+    script += [(1.7, SpeechStarted(1.7)), (2.0, PartialTranscript(REMINDER, " Actually, never mind.", 2.0)),
+               (2.4, SpeechEnded(2.4)), (2.5, FinalTranscript(REMINDER + " Actually, never mind.", 2.4)),
+               (2.7, EndOfTurn(2.7, 0.9))]
+    rig = Rig(tmp_path, script)
+    runs = spy_on_reminders(rig)
+    held: list = []
+    run(rig, 6.0, {1.6: lambda: held.append(rig.session.head_start.held)})
+    assert held[0] is not None and held[0].tool is not None and held[0].cancelled  # held, then dropped
+    assert runs == [] and rig.tool_events() == []  # nothing ran, nothing reported
+    assert rig.session.toolbox.timers.find() == [] and not [e for e in rig.events if isinstance(e, TimerFired)]
+
+
+def test_a_session_that_ends_cancels_its_reminders_with_a_log_line(tmp_path, caplog):
+    rig = Rig(tmp_path, turn_script("Remind me to buy milk tomorrow morning.", 0.3,
+                                    ("Remind me to buy milk", "tomorrow morning.")))
+    with caplog.at_level("INFO", logger="headstart.tools.timers"):
+        run(rig, 2.0)
+    assert rig.spoken().startswith("I'll remind you to buy milk tomorrow at ")
+    assert "its reminder 'buy milk'" in caplog.text and "is cancelled" in caplog.text
+    assert rig.session.toolbox.timers.find() == [] and rig.session.tasks == []

@@ -222,3 +222,117 @@ def test_a_registered_tool_its_schema_and_its_failures(tmp_path):
         assert (outcome.ok, outcome.spoken) == (False, APOLOGY) and error in outcome.error
     outcome = asyncio.run(run_tool(registry.call("roll_die", {"sides": 3})))
     assert outcome.spoken == "You rolled a 3."
+
+
+@pytest.mark.parametrize(("text", "arguments"), [
+    ("Remind me to buy milk tomorrow morning.", {"task": "buy milk", "when": "tomorrow morning"}),
+    ("Remind me in ten minutes to check the oven.", {"task": "check the oven", "when": "in ten minutes"}),
+    ("remind me to check the oven in 10 minutes", {"task": "check the oven", "when": "in 10 minutes"}),
+    ("Remind me at 7:30 pm to call my mom", {"task": "call my mom", "when": "at 7:30 pm"}),
+    ("remind me to call the bank tomorrow at 8", {"task": "call the bank", "when": "tomorrow at 8"}),
+    ("remind me to put the cake in the oven in an hour", {"task": "put the cake in the oven", "when": "in an hour"}),
+    ("Set a reminder for 5 pm to water the plants", {"task": "water the plants", "when": "for 5 pm"}),
+    ("remind me to buy milk", {"task": "buy milk"}),
+    ("remind me in half an hour", {"when": "in half an hour"}),
+    ("remind me to take the cake out in 25 minutes please", {"task": "take the cake out", "when": "in 25 minutes"}),
+])
+def test_the_matcher_splits_a_reminder_into_its_task_and_its_time(box, text, arguments):
+    call = box.route(text)
+    assert call is not None and call.tool.name == "reminder_set"
+    assert call.arguments == arguments
+
+
+@pytest.mark.parametrize("text", [
+    "I need a reminder of how this works", "Do you remember my name?", "Can you remind me what the capital of Peru is?",
+    "Remind me, what did I ask you first?", "What is a reminder?", "Remind me why we're here.",
+    "remind me to put it in the oven at the back", "in ten minutes", "tomorrow morning",
+    "Remind me in ten minutes to check the oven. Actually, never mind.",
+])
+def test_reminder_near_misses_and_a_time_nobody_asked_for_go_to_the_llm(box, text):
+    call = box.route(text)
+    assert call is None or (call.tool.name == "reminder_set" and "when" not in call.arguments), text
+
+
+def test_reminders_are_set_said_back_read_and_cancelled(box):
+    assert run(box, "Remind me to buy milk tomorrow morning.") == "I'll remind you to buy milk tomorrow at 9:00 AM."
+    assert run(box, "Remind me in ten minutes to check the oven.") == "I'll remind you to check the oven in ten minutes."
+    # 8 without AM or PM at 3:42 PM is this evening; 7 am has passed today: tomorrow
+    assert run(box, "remind me to call my mom at 8") == "I'll remind you to call your mom at 8:00 PM."
+    assert run(box, "remind me at 7 am to stretch") == "I'll remind you to stretch tomorrow at 7:00 AM."
+    assert run(box, "what are my reminders?") == (
+        "You have 4 reminders: to check the oven in ten minutes, to call your mom at 8:00 PM, "
+        "to stretch tomorrow at 7:00 AM and to buy milk tomorrow at 9:00 AM.")
+    assert run(box, "cancel the reminder to call my mom") == "Cancelled your reminder to call your mom."
+    assert run(box, "cancel the reminder to feed the cat") == "You have no reminder like that."
+    assert run(box, "cancel my reminder") == "Cancelled your reminder to stretch."  # the latest one
+    assert run(box, "cancel all my reminders") == "Cancelled all 2 reminders."
+    assert run(box, "what are my reminders") == "You have no reminders."
+    assert box.timers.find() == []
+
+
+def test_a_reminder_without_a_time_asks_back_and_the_next_answer_sets_it(box):
+    clock = box.timers._clock
+    assert box.route("tomorrow morning") is None  # nothing asked back yet
+    assert run(box, "Remind me to buy milk.") == "When should I remind you to buy milk?"
+    assert box.timers.find() == []
+    assert box.route("what time is it").tool.name == "get_time"  # the question does not swallow other requests
+    assert run(box, "Tomorrow morning.") == "I'll remind you to buy milk tomorrow at 9:00 AM."
+    assert box.route("in ten minutes") is None  # answered: the next time means nothing
+    assert run(box, "set a reminder to water the plants") == "When should I remind you to water the plants?"
+    clock.advance(61)  # no answer within a minute: the question lapses
+    assert box.route("in ten minutes") is None
+    (reminder,) = box.timers.find(kind="reminder")
+    assert reminder.label == "buy milk"
+
+
+def test_a_reminder_fires_once_on_the_clock_and_a_closed_book_cancels_it_with_a_log_line(box, caplog):
+    from headstart.session.timers import announcement
+
+    clock = box.timers._clock
+    run(box, "remind me in 10 minutes to check the oven")
+    run(box, "remind me to call the bank tomorrow")
+    run(box, "remind me in a minute and a half")
+    clock.advance(90)
+    (nudge,) = box.due()
+    assert announcement(nudge) == "This is your reminder."
+    clock.advance(510)
+    (fired,) = box.due()
+    assert (fired.kind, fired.label) == ("reminder", "check the oven")
+    assert announcement(fired) == "Reminder: check the oven." and box.due() == []
+    with caplog.at_level("INFO", logger="headstart.tools.timers"):
+        (cancelled,) = box.close()
+    assert cancelled.label == "call the bank"
+    assert "the session ended: its reminder 'call the bank'" in caplog.text
+    clock.advance(2 * 86400)
+    assert box.due() == []
+
+
+def test_alarms_take_tomorrow(box):
+    assert run(box, "set an alarm for seven tomorrow") == "Alarm set for 7:00 AM tomorrow."
+    assert run(box, "wake me up at 6:30 pm tomorrow") == "Alarm set for 6:30 PM tomorrow."
+    assert run(box, "set an alarm for 16:00") == "Alarm set for 4:00 PM."  # later today
+    left = sorted(round(box.timers.left_s(t)) for t in box.timers.find(kind="alarm"))
+    # from 3:42 PM: 4:00 PM today, 7:00 AM and 6:30 PM tomorrow
+    assert left == [18 * 60, (15 * 60 + 18) * 60, (26 * 60 + 48) * 60]
+    assert box.route("set an alarm for tomorrow morning") is None  # an alarm needs its clock time
+
+
+def test_when_a_spoken_time_comes():
+    from headstart.tools.when import parse_duration_s, parse_when, resolve
+
+    def at(text: str, now: dt.datetime = NOON, guess: bool = True) -> str:
+        return resolve(parse_when(text), now, guess_meridiem=guess).strftime("%a %H:%M")
+
+    assert at("in ten minutes") == "Thu 15:52" and at("in 1 hour and 30 minutes") == "Thu 17:12"
+    assert at("at 8") == "Thu 20:00" and at("at 8", guess=False) == "Fri 08:00"
+    assert at("at 8", NOON.replace(hour=7)) == "Thu 08:00"
+    assert at("at 2") == "Fri 14:00"  # 1 to 6 without AM or PM: the afternoon
+    assert at("at 3 pm") == "Fri 15:00"  # passed today: tomorrow
+    assert at("tomorrow at 8") == "Fri 08:00" and at("tomorrow", NOON.replace(hour=6)) == "Fri 09:00"
+    assert at("at 4 pm tomorrow") == "Fri 16:00"  # tomorrow, though 4 PM comes today
+    assert at("tonight") == "Thu 20:00" and at("at 9 tonight") == "Thu 21:00" and at("this evening") == "Thu 18:00"
+    assert at("in the morning") == "Fri 09:00" and at("at noon") == "Fri 12:00"
+    assert parse_duration_s("half an hour") == 1800 and parse_duration_s("a minute and a half") == 90
+    for text in ("at the station", "in the oven", "next week", "in 0 minutes", ""):
+        with pytest.raises(ToolArgumentError):
+            parse_when(text)

@@ -4,7 +4,7 @@ Spoken-style user turns written for this project (`bench/data/answers.json`, sin
 kinds: one-fact questions, small arithmetic, requests the assistant cannot carry out, how-to questions,
 small talk, follow-ups that need the earlier turns, ASR-garbled or half-heard input, plain statements
 that ask nothing and must not be refused, requests a local tool serves ("tool": the time, a timer,
-arithmetic, a unit conversion); and a tenth kind, "mixed": conversations where a request it cannot
+arithmetic, a unit conversion, a reminder); and a tenth kind, "mixed": conversations where a request it cannot
 carry out or half-heard words come first and answerable turns follow, each turn scored on its own, so
 that one refusal does not lock the conversation) are answered the way the session answers them:
 

@@ -73,6 +73,19 @@ def _tool_requests() -> list[Request]:
     for spoken in ("7 am", "6:30 pm", "seven thirty am", "noon"):
         out += [Request(f"Set an alarm for {spoken}.", "alarm_set", {"time": spoken}),
                 Request(f"Wake me up at {spoken}", "alarm_set", {"time": spoken})]
+    for text, arguments in (
+            ("Remind me to buy milk tomorrow morning.", {"task": "buy milk", "when": "tomorrow morning"}),
+            ("Remind me in ten minutes to check the oven.", {"task": "check the oven", "when": "in ten minutes"}),
+            ("Remind me to call the bank tomorrow.", {"task": "call the bank", "when": "tomorrow"}),
+            ("Remind me at 6 pm to take my pills", {"task": "take my pills", "when": "at 6 pm"}),
+            ("Remind me to move the car in an hour", {"task": "move the car", "when": "in an hour"}),
+            ("Remind me to water the plants tonight", {"task": "water the plants", "when": "tonight"}),
+            ("Set a reminder to water the plants.", {"task": "water the plants"}),
+            ("Remind me to call my sister.", {"task": "call my sister"})):
+        out.append(Request(text, "reminder_set", arguments))
+    out += [Request("What are my reminders?", "reminder_list", {}),
+            Request("Cancel the reminder to call the bank", "reminder_cancel", {"task": "call the bank"}),
+            Request("Set an alarm for seven tomorrow.", "alarm_set", {"time": "seven tomorrow"})]
     # phrasings written without looking at the templates
     out += [Request("Timer for ten minutes", "timer_start", {"seconds": 600.0}),
             Request("Ten minute timer please", "timer_start", {"seconds": 600.0}),
@@ -86,7 +99,11 @@ def _tool_requests() -> list[Request]:
             Request("What's half of ninety?", "calculate", {"value": 45}),
             Request("What is forty-two times two?", "calculate", {"value": 84}),
             Request("How far is 3 miles in kilometers?", "convert_units",
-                    {"value": 3.0, "from_unit": "miles", "to_unit": "kilometers"})]
+                    {"value": 3.0, "from_unit": "miles", "to_unit": "kilometers"}),
+            Request("Can you remind me tomorrow at 8 to book the dentist?", "reminder_set",
+                    {"task": "book the dentist", "when": "tomorrow at 8"}),
+            Request("Remind me to take the cake out in 25 minutes please", "reminder_set",
+                    {"task": "take the cake out", "when": "in 25 minutes"})]
     return out
 
 
@@ -95,7 +112,7 @@ NO_TOOL = [
     "What's the weather like today?", "Will it rain tomorrow?", "Play some jazz.", "Play the next song.",
     "Call mom.", "Text John that I'm running late.", "Turn on the living room lights.", "Order a pizza.",
     "Book a table for two at eight.", "Send an email to my boss.", "Turn up the volume.", "Lock the front door.",
-    "Navigate to the nearest gas station.", "Book me a flight to Paris.", "Remind me to call the bank tomorrow.",
+    "Navigate to the nearest gas station.", "Book me a flight to Paris.",
     "Take a picture.", "Open the garage.", "Start the vacuum.", "Buy more coffee on Amazon.", "Pay my phone bill.",
     # questions for the LLM
     "What is the capital of France?", "Who wrote Pride and Prejudice?", "What is love?",
@@ -116,11 +133,16 @@ NO_TOOL = [
     "Set the mood.", "What is two plus the moon?", "How many miles to the moon from here by car?",
     "What's the time difference between me and you?", "Timer?", "Alarm clocks are annoying.",
     "My shopping list is too long.", "Do you like lists?", "I love the number seventeen.",
-    "What's the time complexity of quicksort?", "Set a reminder to water the plants.", "Play my workout playlist.",
+    "What's the time complexity of quicksort?", "Play my workout playlist.",
     "Call the nearest pharmacy.", "What's the traffic like on the way to work?", "Turn off the alarm system.",
     "How much is a flight to London?", "What is the population of Canada?", "Who won the game last night?",
     "How do I convert a PDF to Word?", "Add me to the guest list at the club.",
     "Add salt and pepper to the soup.", "How long is a marathon in miles?",
+    # near misses of a reminder: asking to be told something, remembering, talking about reminders
+    "I need a reminder of how this works.", "Do you remember my name?", "Can you remind me what the capital of Peru is?",
+    "Remind me, what did I ask you first?", "Remind me why we're doing this.", "What is a reminder?",
+    "Reminders never work for me.", "Do you have a reminder app?", "Remember to be nice.",
+    "Remind me in ten minutes to check the oven. Actually, never mind.",
 ]
 
 
@@ -156,11 +178,11 @@ def arguments_match(tool: str, expected: dict[str, Any], arguments: dict[str, An
         except (ValueError, KeyError):
             return False
     if tool == "alarm_set":
-        from headstart.tools.builtin import parse_clock_time
+        from headstart.tools.builtin import alarm_time
         from headstart.tools.registry import ToolArgumentError
 
         try:
-            return parse_clock_time(arguments["time"]) == parse_clock_time(expected["time"])
+            return alarm_time(arguments["time"]) == alarm_time(expected["time"])
         except (ToolArgumentError, KeyError):
             return False
     from headstart.tools.lists import canonical_list

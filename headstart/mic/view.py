@@ -66,7 +66,10 @@ class MicView:
             call = self.calls.pop(str(event.get("call_id")), str(event.get("name", "")))
             self._add("tool", f"{call} {result_text(event)}")
         elif kind == "timer.fired":
-            self._add("timer", f"{event.get('name') or event.get('label')} {event.get('kind') or 'timer'} went off")
+            if event.get("kind") == "reminder":
+                self._add("timer", f"reminder: {event.get('label') or 'now'}")
+            else:
+                self._add("timer", f"{event.get('name') or event.get('label')} {event.get('kind') or 'timer'} went off")
         elif kind == "metrics.turn":
             if str(event.get("reply_id")) not in self.announced:  # a timer's announcement: no user turn to time
                 self.latency = [*self.latency[-(_MAX_HISTORY - 1):], event]

@@ -546,9 +546,11 @@ class MetricsTurn(ServerEvent):
 
 @dataclass(frozen=True, slots=True)
 class TimerFired(ServerEvent):
-    """A timer or alarm went off (headstart/tools/): `kind` "timer" or "alarm", `label` ("ten minute",
-    "7:30 AM"), `name` ("pasta", or "" for an unnamed one), `text` the announcement the agent speaks,
-    which follows as a reply of its own (reply.started ... reply.done) with no user turn before it."""
+    """A timer, alarm or reminder went off (headstart/tools/): `kind` "timer", "alarm" or "reminder",
+    `label` ("ten minute", "7:30 AM", a reminder's task as said back: "call your mom", "" for a reminder
+    without one), `name` ("pasta", or "" for an unnamed timer, an alarm or a reminder), `text` the
+    announcement the agent speaks ("Reminder: call your mom."), which follows as a reply of its own
+    (reply.started ... reply.done) with no user turn before it."""
 
     type: ClassVar[str] = "timer.fired"
     timer_id: int = 0

@@ -40,8 +40,9 @@ or reply is open, and the chat the next turn follows is prefilled again at once 
 
 Tools (headstart/tools/, docs/tools.md): a final transcript a tool serves gets the tool's spoken answer
 instead of the LLM's (`Replies.route`); a held reply may be a tool reply, but its tool runs only once
-the end of turn releases it (`Reply`), between a `ToolCalled` and its `ToolResult`. A timer or alarm that fires sends `TimerFired` and an
-agent-initiated reply (headstart/session/timers.py); the session's end cancels its timers.
+the end of turn releases it (`Reply`), between a `ToolCalled` and its `ToolResult`. A timer, alarm or
+reminder that fires sends `TimerFired` and an agent-initiated reply (headstart/session/timers.py); the
+session's end cancels them.
 """
 
 from __future__ import annotations

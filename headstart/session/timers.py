@@ -1,11 +1,11 @@
-"""Timers and alarms that speak without being asked: when one fires, the session sends `TimerFired`
-(the wire's `timer.fired`) and starts an agent-initiated reply ("Your ten minute timer is done.") that
-yields to the user like any reply. While the user speaks or another reply has the floor the
-announcement waits its turn.
+"""Timers, alarms and reminders that speak without being asked: when one fires, the session sends
+`TimerFired` (the wire's `timer.fired`) and starts an agent-initiated reply ("Your ten minute timer is
+done.", "Reminder: check the oven.") that yields to the user like any reply. While the user speaks or
+another reply has the floor the announcement waits its turn.
 
     announcer = TimerAnnouncer(clock, toolbox, put, can_speak=..., speak=...)
     announcer.schedule()     # after a tool ran: sleep until the next timer is due
-    announcer.close()        # the session ended: its timers are cancelled (a log line each)
+    announcer.close()        # the session ended: its timers, alarms and reminders are cancelled (a log line each)
 """
 
 from __future__ import annotations
@@ -24,8 +24,10 @@ _POLL_S = 1.0  # the longest wall-clock sleep between looks at the session's clo
 
 @dataclass(frozen=True, slots=True)
 class TimerFired:
-    """A timer or alarm went off: `kind` "timer" or "alarm", `label` ("ten minute", "7:30 AM"), `name`
-    ("pasta", or "" for an unnamed one), `text` the announcement the agent speaks."""
+    """A timer, alarm or reminder went off: `kind` "timer", "alarm" or "reminder", `label` ("ten minute",
+    "7:30 AM", a reminder's task as said back: "call your mom", or "" for a reminder without one), `name`
+    ("pasta", or "" for an unnamed timer, an alarm or a reminder), `text` the announcement the agent
+    speaks."""
 
     timer_id: int
     kind: str
@@ -38,6 +40,8 @@ def announcement(timer: Timer) -> str:
     """What the agent says when `timer` fires."""
     if timer.kind == "alarm":
         return f"It's {timer.label}. This is your alarm."
+    if timer.kind == "reminder":
+        return f"Reminder: {timer.label}." if timer.label else "This is your reminder."
     return f"Your {timer.name or timer.label} timer is done."
 
 
@@ -99,7 +103,8 @@ class TimerAnnouncer:
         self.schedule()
 
     def close(self) -> None:
-        """The session ended: stop watching; its timers and alarms are cancelled, each with a log line."""
+        """The session ended: stop watching; its timers, alarms and reminders are cancelled, each with a log
+        line."""
         self._closed = True
         if self._task is not None and not self._task.done():
             self._task.cancel()

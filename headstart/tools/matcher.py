@@ -2,7 +2,7 @@
 
 Templates come from the home-assistant-intents English sentence data for the intents it has (timers,
 the current time and date, adding to the shopping list), from headstart's own `data/sentences.yaml`
-(calculator, unit conversion, alarms, lists, the time in a city, short follow-ups), and from each
+(calculator, unit conversion, alarms, reminders, lists, the time in a city, short follow-ups), and from each
 registered tool's `sentences`. Matching is hassil's; no model runs. A match whose arguments do not
 fit its tool (an "expression" that is no arithmetic, an unknown unit) is passed over, so a request
 no tool serves keeps going to the LLM.
@@ -19,6 +19,7 @@ from typing import Any
 
 from headstart.tools.numbers import parse_number
 from headstart.tools.registry import Tool
+from headstart.tools.when import split_reminder
 
 # the home-assistant-intents intents we serve -> our tool
 HA_INTENTS = {
@@ -128,9 +129,10 @@ class IntentMatcher:
             return []
         out: list[IntentMatch] = []
         seen: set[tuple] = set()
+        several = _SENTENCE_END.search(normalised) is not None
         for result in recognize_all(normalised, _intents(self._tools)):
             entities = {k: (v.value if v.value is not None else v.text) for k, v in result.entities.items()}
-            match = _to_match(result.intent.name, entities)
+            match = _to_match(result.intent.name, entities, several)
             if match is None:
                 continue
             key = (match.tool, tuple(sorted((k, str(v)) for k, v in match.arguments.items())))
@@ -151,11 +153,14 @@ def _duration_s(entities: dict[str, Any], prefix: str = "") -> float:
 
 
 _LOOSE_AND = re.compile(r"(?<!hundred)(?<!thousand)(?<!million)(?<!billion) and\b")
+_SENTENCE_END = re.compile(r"[.?!;]\s")
 _NAMED_TIMER = re.compile(r"^(?P<amount>.+?)[ -](?P<unit>hour|minute|second)s? (?P<name>[a-z][a-z ]*?) timer$")
 
 
-def _to_match(intent: str, e: dict[str, Any]) -> IntentMatch | None:
-    """The tool and raw arguments of a hassil result (None: a shape we do not serve)."""
+def _to_match(intent: str, e: dict[str, Any], several: bool = False) -> IntentMatch | None:
+    """The tool and raw arguments of a hassil result (None: a shape we do not serve). `several`: the text
+    has more than one sentence (hassil's wildcards drop the punctuation): a reminder's task or time takes
+    none of it ("remind me ... the oven. actually, never mind")."""
     text = {k: str(v).strip() for k, v in e.items()}
     if intent in HA_INTENTS:
         tool = HA_INTENTS[intent]
@@ -187,6 +192,16 @@ def _to_match(intent: str, e: dict[str, Any]) -> IntentMatch | None:
         if any(_LOOSE_AND.search(a) for a in addends):
             return None
         return IntentMatch(intent, "calculate", {"expression": f"{addends[0]} plus {addends[1]}"})
+    if intent == "reminder_set":  # "remind me to buy milk tomorrow": the task and the time split here
+        parts = None if several else split_reminder(text.get("reminder_text", ""))
+        if parts is None:
+            return None
+        task, when = parts
+        return IntentMatch(intent, intent, {k: v for k, v in (("task", task), ("when", when)) if v})
+    if intent == "reminder_when":  # the time alone, the answer to "When should I remind you ...?"
+        if several:
+            return None
+        return IntentMatch(intent, "reminder_set", {"when": text.get("when_text", "")})
     if intent == "timer_status_short":
         return IntentMatch(intent, "timer_status", {})
     if intent == "timer_cancel_short":
@@ -199,7 +214,8 @@ def _to_match(intent: str, e: dict[str, Any]) -> IntentMatch | None:
         size = {"hour": 3600, "minute": 60, "second": 1}[m.group("unit")]
         return IntentMatch(intent, "timer_start", {"seconds": amount * size, "name": m.group("name")})
     return IntentMatch(intent, intent, dict(text) if intent in ("calculate", "alarm_set", "list_add", "list_read",
-                                                                 "list_remove", "get_time") else dict(e))
+                                                                 "list_remove", "get_time", "reminder_cancel")
+                       else dict(e))
 
 
 def _split_quantity(text: str) -> tuple[float, str] | None:

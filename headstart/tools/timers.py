@@ -1,5 +1,5 @@
-"""Timers and alarms of one session: several at once, named or known by their duration, on the
-session's clock. Thread-safe (tools run on the tools executor; the session polls `due` on the loop)."""
+"""Timers, alarms and reminders of one session: several at once, named or known by their duration, on
+the session's clock. Thread-safe (tools run on the tools executor; the session polls `due` on the loop)."""
 
 from __future__ import annotations
 
@@ -15,8 +15,9 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Timer:
-    """A running timer (`kind` "timer") or alarm (`kind` "alarm"). `due_at_s` is on the session's clock;
-    `label` is how the answer calls it ("ten minute", "pasta", "7:30 AM")."""
+    """A running timer (`kind` "timer"), alarm ("alarm") or reminder ("reminder"). `due_at_s` is on the
+    session's clock; `label` is how the answer calls it ("ten minute", "7:30 AM", a reminder's task as
+    said back: "call your mom", "" for a reminder without one)."""
 
     timer_id: int
     kind: str
@@ -28,7 +29,7 @@ class Timer:
 
 
 class TimerBook:
-    """The session's timers and alarms.
+    """The session's timers, alarms and reminders.
 
     Args:
         clock: the session's clock: `due_at_s` and `left_s` are on it.
@@ -75,6 +76,10 @@ class TimerBook:
         with self._lock:
             return self._timers.pop(timer.timer_id, None) is not None
 
+    def now_s(self) -> float:
+        """The session's clock now (seconds)."""
+        return self._clock.now()
+
     def left_s(self, timer: Timer) -> float:
         """Seconds until `timer` fires (0 once due)."""
         return max(0.0, timer.due_at_s - self._clock.now())
@@ -94,7 +99,7 @@ class TimerBook:
         return fired
 
     def close(self) -> list[Timer]:
-        """The session ended: every running timer and alarm is cancelled, each with a log line; later
+        """The session ended: every running timer, alarm and reminder is cancelled, each with a log line; later
         `start` calls raise. Returns the cancelled ones."""
         with self._lock:
             self.closed = True

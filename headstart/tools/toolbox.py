@@ -32,7 +32,7 @@ from headstart.tools.registry import (
 )
 from headstart.tools.timers import Timer, TimerBook
 
-# follow-ups that only mean a tool while there is a timer or alarm to mean
+# follow-ups that only mean a tool while there is a timer or alarm to mean (a reminder is cancelled by its name)
 _NEEDS_A_TIMER = frozenset({"timer_status_short", "timer_cancel_short"})
 
 
@@ -52,11 +52,11 @@ class Toolbox:
                  tools: ToolRegistry | None = None, now: Callable[[], dt.datetime] | None = None,
                  timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         self.timers = TimerBook(clock)
-        context = ToolContext(self.timers, lists if lists is not None else ListStore(), user)
+        self.context = ToolContext(self.timers, lists if lists is not None else ListStore(), user)
         if now is not None:
-            context.now = now
+            self.context.now = now
         self.registry = ToolRegistry()
-        for tool in builtin_tools(context):
+        for tool in builtin_tools(self.context):
             self.registry.add(tool)
         self._builtin = frozenset(t.name for t in self.registry)
         for tool in tools or ():
@@ -74,7 +74,9 @@ class Toolbox:
             tool = self.registry.get(match.tool)
             if tool is None:
                 continue
-            if match.intent in _NEEDS_A_TIMER and not self.timers.find():
+            if match.intent in _NEEDS_A_TIMER and not (self.timers.find(kind="timer") or self.timers.find(kind="alarm")):
+                continue
+            if match.intent == "reminder_when" and self.context.awaiting_when() is None:
                 continue
             try:
                 call = self.registry.call(match.tool, match.arguments)
@@ -107,11 +109,11 @@ class Toolbox:
         return await run_tool(call, timeout_s)
 
     def due(self) -> list[Timer]:
-        """Timers and alarms that fired (each returned once)."""
+        """Timers, alarms and reminders that fired (each returned once)."""
         return self.timers.due()
 
     def close(self) -> list[Timer]:
-        """The session ended: its timers and alarms are cancelled with a log line each."""
+        """The session ended: its timers, alarms and reminders are cancelled with a log line each."""
         return self.timers.close()
 
 

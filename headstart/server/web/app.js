@@ -557,14 +557,18 @@ function showToolResult(ev) {
   if (ev.duration_ms != null) entry.li.title = `${ev.name} took ${Math.round(ev.duration_ms)} ms`;
 }
 
-/** A timer or alarm went off: a line of its own; its spoken announcement follows as a reply. */
+/** A timer, alarm or reminder went off: a line of its own; its spoken announcement follows as a reply. */
 function showTimerFired(ev) {
   ui.empty.hidden = true;
   const li = document.createElement('li');
   li.className = 'timer';
   li.dataset.timerId = String(ev.timer_id);
-  const what = ev.kind === 'alarm' ? `Alarm (${ev.label})` : `${ev.name || ev.label} timer`;
-  li.textContent = `${ev.kind === 'alarm' ? '⏰' : '⏱'} ${what.charAt(0).toUpperCase()}${what.slice(1)} went off`;
+  if (ev.kind === 'reminder') {
+    li.textContent = `🔔 Reminder${ev.label ? `: ${ev.label}` : ''}`;
+  } else {
+    const what = ev.kind === 'alarm' ? `Alarm (${ev.label})` : `${ev.name || ev.label} timer`;
+    li.textContent = `${ev.kind === 'alarm' ? '⏰' : '⏱'} ${what.charAt(0).toUpperCase()}${what.slice(1)} went off`;
+  }
   ui.log.append(li);
   ui.log.scrollTop = ui.log.scrollHeight;
   announce(ev.text || li.textContent);
