@@ -247,10 +247,24 @@ def test_the_matcher_splits_a_reminder_into_its_task_and_its_time(box, text, arg
     "Remind me, what did I ask you first?", "What is a reminder?", "Remind me why we're here.",
     "remind me to put it in the oven at the back", "in ten minutes", "tomorrow morning",
     "Remind me in ten minutes to check the oven. Actually, never mind.",
+    "Remind me in 10 minutes to check the oven Actually never mind",  # as a recogniser writes it
 ])
 def test_reminder_near_misses_and_a_time_nobody_asked_for_go_to_the_llm(box, text):
     call = box.route(text)
     assert call is None or (call.tool.name == "reminder_set" and "when" not in call.arguments), text
+
+
+@pytest.mark.parametrize("text", [
+    "Set a timer for ten minutes, never mind", "Add milk to my shopping list. No wait.",
+    "set an alarm for seven actually no", "What's 17 times 23? Forget it.",
+])
+def test_a_request_taken_back_in_the_same_turn_runs_no_tool(box, text):
+    assert box.route(text) is None, text
+
+
+def test_a_withdrawal_that_opens_the_turn_takes_back_something_earlier(box):
+    call = box.route("Never mind, set a timer for ten minutes.")
+    assert call is not None and call.tool.name == "timer_start" and call.arguments["seconds"] == 600
 
 
 def test_reminders_are_set_said_back_read_and_cancelled(box):

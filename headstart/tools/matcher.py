@@ -125,8 +125,11 @@ class IntentMatcher:
         from hassil import recognize_all
 
         normalised = _normalise(text)
-        if not normalised:
+        if not normalised or _withdrawn(normalised):
             return []
+        opening = _WITHDRAWAL.match(normalised)
+        if opening is not None:  # "never mind, set a timer ...": the request after it stands
+            normalised = normalised[opening.end():].strip(" ,")
         out: list[IntentMatch] = []
         seen: set[tuple] = set()
         several = _SENTENCE_END.search(normalised) is not None
@@ -150,6 +153,18 @@ def _duration_s(entities: dict[str, Any], prefix: str = "") -> float:
             number = parse_number(str(value)) if not isinstance(value, int | float) else value
             total += float(number or 0) * size
     return total
+
+
+# "... actually, never mind": the request is taken back in the same turn (a recogniser may drop the
+# punctuation that would show a second sentence), so no tool acts on it
+_WITHDRAWAL = re.compile(r"\b(never ?mind|forget (it|that|about it)|scratch that|actually no|no wait)\b")
+
+
+def _withdrawn(normalised: str) -> bool:
+    """Whether a request is taken back after its words ("set a timer for ten minutes never mind"); a
+    withdrawal that opens the text ("never mind, what time is it") takes back something earlier."""
+    found = _WITHDRAWAL.search(normalised)
+    return found is not None and bool(normalised[: found.start()].strip(" ,"))
 
 
 _LOOSE_AND = re.compile(r"(?<!hundred)(?<!thousand)(?<!million)(?<!billion) and\b")
